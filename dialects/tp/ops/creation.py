@@ -1,0 +1,92 @@
+"""Creation ops: tensors made from attributes alone (constants, fills, ranges)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import AttributeError_, ShapeError
+from ..registry import Attr, AttrKind, Op, register
+from ..types import TensorType, type_of_array
+
+
+class Creation(Op):
+    family = "creation"
+    operands = ()
+
+
+@register
+class Constant(Creation):
+    """A tensor whose value is held in the ``value`` attribute."""
+
+    name = "tp.constant"
+    attributes = (Attr("value", AttrKind.DENSE),)
+
+    def infer(self, types, attrs):
+        try:
+            return (type_of_array(attrs["value"]),)
+        except TypeError as exc:
+            raise self.error(AttributeError_, str(exc)) from None
+
+    def reference(self, arrays, attrs):
+        return attrs["value"].copy()
+
+
+def _check_shape(op: Op, shape: tuple[int, ...]) -> None:
+    for d in shape:
+        if d < 0:
+            raise op.error(ShapeError, f"Trying to create tensor with negative dimension {d}: "
+                                       f"{list(shape)}")
+
+
+@register
+class Full(Creation):
+    """A tensor of ``shape`` filled with ``value``, converted to ``dtype``."""
+
+    name = "tp.full"
+    attributes = (Attr("shape", AttrKind.INTS), Attr("value", AttrKind.FLOAT),
+                  Attr("dtype", AttrKind.DTYPE))
+
+    def infer(self, types, attrs):
+        _check_shape(self, attrs["shape"])
+        return (TensorType(attrs["shape"], attrs["dtype"]),)
+
+    def reference(self, arrays, attrs):
+        dtype: dt.DType = attrs["dtype"]
+        value = attrs["value"]
+        if dtype.is_bool:
+            value = value != 0
+        elif dtype.is_integer:
+            value = int(value)
+        return np.full(attrs["shape"], value, dtype=dtype.np_dtype)
+
+
+def arange_length(start: float, end: float, step: float) -> int:
+    """Number of elements of ``arange(start, end, step)``: ceil((end - start) / step)."""
+    return max(0, int(np.ceil((end - start) / step)))
+
+
+@register
+class Arange(Creation):
+    """The values ``start, start + step, ...`` below ``end`` (above it for negative steps)."""
+
+    name = "tp.arange"
+    attributes = (Attr("start", AttrKind.FLOAT, 0.0), Attr("end", AttrKind.FLOAT),
+                  Attr("step", AttrKind.FLOAT, 1.0), Attr("dtype", AttrKind.DTYPE))
+
+    def infer(self, types, attrs):
+        start, end, step = attrs["start"], attrs["end"], attrs["step"]
+        if step == 0:
+            raise self.error(AttributeError_, "step must be nonzero")
+        if (end - start) * step < 0 and end != start:
+            raise self.error(AttributeError_, f"upper bound and larger bound inconsistent with step "
+                                              f"sign (start={start:g}, end={end:g}, step={step:g})")
+        return (TensorType((arange_length(start, end, step),), attrs["dtype"]),)
+
+    def reference(self, arrays, attrs):
+        dtype: dt.DType = attrs["dtype"]
+        n = arange_length(attrs["start"], attrs["end"], attrs["step"])
+        values = attrs["start"] + attrs["step"] * np.arange(n, dtype=np.float64)
+        if dtype.is_integer:
+            return values.astype(np.int64).astype(dtype.np_dtype)
+        return values.astype(dtype.np_dtype)

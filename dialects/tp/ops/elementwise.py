@@ -1,0 +1,688 @@
+"""Elementwise ops: arithmetic, comparisons, logic, unary math, activations, select, cast.
+
+Binary and ternary ops broadcast their operands (numpy/PyTorch rules) and promote dtypes
+with PyTorch's rules: a 0-d tensor only changes the result dtype when it brings a higher
+category (bool < integer < floating). Frontends turn Python scalars into 0-d constants of
+the promoted dtype, so promotion in the IR never needs to know about Python numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import DTypeError, OpError
+from ..registry import Attr, AttrKind, Op, Operand, register
+from ..shapes import broadcast_shapes
+from ..types import TensorType, type_of_array
+from ._common import promote_operands, upcast
+
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Error function, exact to the input precision (numpy has none of its own)."""
+    return _erf_scalar(x).astype(x.dtype)
+
+
+class Elementwise(Op):
+    """Family base: results broadcast over all operands."""
+
+    family = "elementwise"
+    #: how the result dtype follows the promoted operand dtype:
+    #: "same", "bool" (comparisons), "float" (ints and bool become the default float dtype)
+    result_kind: ClassVar[str] = "same"
+    allow_bool: ClassVar[bool] = True
+    allow_int: ClassVar[bool] = True
+    allow_float: ClassVar[bool] = True
+
+    def compute_dtype(self, types: list[TensorType | None]) -> dt.DType:
+        promoted = promote_operands(types)
+        if self.result_kind == "float" and not promoted.is_floating_point:
+            return dt.get_default_dtype()
+        return promoted
+
+    def check_dtype(self, promoted: dt.DType) -> None:
+        ok = ((promoted.is_bool and self.allow_bool) or (promoted.is_integer and self.allow_int)
+              or (promoted.is_floating_point and self.allow_float))
+        if not ok:
+            raise self.error(DTypeError, f"not implemented for dtype {promoted.name}")
+
+    def infer(self, types, attrs):
+        shape = broadcast_shapes(self.name, *[t.shape for t in types if t is not None])
+        promoted = promote_operands(types)
+        self.check_dtype(promoted)
+        cdt = self.compute_dtype(types)
+        out = dt.bool_ if self.result_kind == "bool" else cdt
+        return (TensorType(shape, out),)
+
+    def reference(self, arrays, attrs):
+        cdt = self.compute_dtype([None if a is None else type_of_array(a) for a in arrays])
+        return self.compute(*[None if a is None else upcast(a, cdt) for a in arrays], **attrs)
+
+    def compute(self, *arrays: np.ndarray, **attrs: Any) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _binary(*, lhs: str = "lhs", rhs: str = "rhs") -> tuple[Operand, Operand]:
+    return (Operand(lhs), Operand(rhs))
+
+
+class BinaryArith(Elementwise):
+    operands = _binary()
+
+
+class Unary(Elementwise):
+    operands = (Operand("input"),)
+
+
+class UnaryFloat(Unary):
+    """Unary math whose integer and bool inputs compute in the default float dtype."""
+
+    result_kind = "float"
+
+
+class Comparison(Elementwise):
+    operands = _binary()
+    result_kind = "bool"
+
+
+class Logical(Elementwise):
+    result_kind = "bool"
+
+
+# --- binary arithmetic -------------------------------------------------------------------
+
+@register
+class Add(BinaryArith):
+    """Elementwise sum ``lhs + rhs``."""
+
+    name = "tp.add"
+
+    def compute(self, a, b):
+        return np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b)
+
+
+@register
+class Sub(BinaryArith):
+    """Elementwise difference ``lhs - rhs``."""
+
+    name = "tp.sub"
+    allow_bool = False
+
+    def check_dtype(self, promoted):
+        if promoted.is_bool:
+            raise self.error(DTypeError, "subtraction of bool tensors is not supported; use "
+                                         "logical_xor or bitwise_xor instead")
+
+    def compute(self, a, b):
+        return np.subtract(a, b)
+
+
+@register
+class Mul(BinaryArith):
+    """Elementwise product ``lhs * rhs``."""
+
+    name = "tp.mul"
+
+    def compute(self, a, b):
+        return np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b)
+
+
+@register
+class Div(BinaryArith):
+    """True division ``lhs / rhs``; integer operands divide in the default float dtype."""
+
+    name = "tp.div"
+    result_kind = "float"
+
+    def compute(self, a, b):
+        return np.true_divide(a, b)
+
+
+def _check_int_divisor(op: Op, b: np.ndarray) -> None:
+    if b.dtype.kind in "iub" and np.any(b == 0):
+        raise op.error(OpError, "integer division by zero")
+
+
+@register
+class FloorDiv(BinaryArith):
+    """Division rounded toward negative infinity (``lhs // rhs``)."""
+
+    name = "tp.floor_div"
+    allow_bool = False
+
+    def compute(self, a, b):
+        _check_int_divisor(self, b)
+        return np.floor_divide(a, b)
+
+
+@register
+class TruncDiv(BinaryArith):
+    """Division rounded toward zero (``div(..., rounding_mode='trunc')``)."""
+
+    name = "tp.trunc_div"
+    allow_bool = False
+
+    def compute(self, a, b):
+        if a.dtype.kind in "iu":
+            _check_int_divisor(self, b)
+            q = np.abs(a) // np.abs(b)
+            return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
+        return np.trunc(np.true_divide(a, b))
+
+
+@register
+class Remainder(BinaryArith):
+    """Python-style remainder ``lhs % rhs``: the result has the sign of ``rhs``."""
+
+    name = "tp.remainder"
+    allow_bool = False
+
+    def compute(self, a, b):
+        _check_int_divisor(self, b)
+        return np.remainder(a, b)
+
+
+@register
+class Pow(BinaryArith):
+    """Elementwise power ``lhs ** rhs``."""
+
+    name = "tp.pow"
+    allow_bool = False
+    operands = _binary(lhs="base", rhs="exponent")
+
+    def check_dtype(self, promoted):
+        if promoted.is_bool:
+            raise self.error(DTypeError, "not implemented for dtype bool")
+
+    def compute(self, a, b):
+        if a.dtype.kind in "iu" and np.any(b < 0):
+            raise self.error(OpError, "Integers to negative integer powers are not allowed")
+        return np.power(a, b)
+
+
+@register
+class Maximum(BinaryArith):
+    """Elementwise maximum; NaN wins, as in PyTorch."""
+
+    name = "tp.maximum"
+
+    def compute(self, a, b):
+        return np.maximum(a, b)
+
+
+@register
+class Minimum(BinaryArith):
+    """Elementwise minimum; NaN wins, as in PyTorch."""
+
+    name = "tp.minimum"
+
+    def compute(self, a, b):
+        return np.minimum(a, b)
+
+
+@register
+class Atan2(BinaryArith):
+    """Elementwise arc tangent of ``lhs / rhs`` using the signs of both for the quadrant."""
+
+    name = "tp.atan2"
+    result_kind = "float"
+
+    def compute(self, a, b):
+        return np.arctan2(a, b)
+
+
+class Bitwise(BinaryArith):
+    allow_float = False
+
+
+@register
+class BitwiseAnd(Bitwise):
+    """Bitwise AND of integer or bool tensors (``&``)."""
+
+    name = "tp.bitwise_and"
+
+    def compute(self, a, b):
+        return np.bitwise_and(a, b)
+
+
+@register
+class BitwiseOr(Bitwise):
+    """Bitwise OR of integer or bool tensors (``|``)."""
+
+    name = "tp.bitwise_or"
+
+    def compute(self, a, b):
+        return np.bitwise_or(a, b)
+
+
+@register
+class BitwiseXor(Bitwise):
+    """Bitwise XOR of integer or bool tensors (``^``)."""
+
+    name = "tp.bitwise_xor"
+
+    def compute(self, a, b):
+        return np.bitwise_xor(a, b)
+
+
+# --- comparisons and logic ---------------------------------------------------------------
+
+@register
+class Eq(Comparison):
+    """Elementwise ``lhs == rhs`` as bool."""
+
+    name = "tp.eq"
+
+    def compute(self, a, b):
+        return np.equal(a, b)
+
+
+@register
+class Ne(Comparison):
+    """Elementwise ``lhs != rhs`` as bool."""
+
+    name = "tp.ne"
+
+    def compute(self, a, b):
+        return np.not_equal(a, b)
+
+
+@register
+class Lt(Comparison):
+    """Elementwise ``lhs < rhs`` as bool."""
+
+    name = "tp.lt"
+
+    def compute(self, a, b):
+        return np.less(a, b)
+
+
+@register
+class Le(Comparison):
+    """Elementwise ``lhs <= rhs`` as bool."""
+
+    name = "tp.le"
+
+    def compute(self, a, b):
+        return np.less_equal(a, b)
+
+
+@register
+class Gt(Comparison):
+    """Elementwise ``lhs > rhs`` as bool."""
+
+    name = "tp.gt"
+
+    def compute(self, a, b):
+        return np.greater(a, b)
+
+
+@register
+class Ge(Comparison):
+    """Elementwise ``lhs >= rhs`` as bool."""
+
+    name = "tp.ge"
+
+    def compute(self, a, b):
+        return np.greater_equal(a, b)
+
+
+@register
+class LogicalAnd(Logical):
+    """Elementwise logical AND: nonzero is true; the result is bool."""
+
+    name = "tp.logical_and"
+    operands = _binary()
+
+    def compute(self, a, b):
+        return np.logical_and(a, b)
+
+
+@register
+class LogicalOr(Logical):
+    """Elementwise logical OR: nonzero is true; the result is bool."""
+
+    name = "tp.logical_or"
+    operands = _binary()
+
+    def compute(self, a, b):
+        return np.logical_or(a, b)
+
+
+@register
+class LogicalXor(Logical):
+    """Elementwise logical XOR: nonzero is true; the result is bool."""
+
+    name = "tp.logical_xor"
+    operands = _binary()
+
+    def compute(self, a, b):
+        return np.logical_xor(a, b)
+
+
+@register
+class LogicalNot(Logical):
+    """Elementwise logical NOT: true where the input is zero."""
+
+    name = "tp.logical_not"
+    operands = (Operand("input"),)
+
+    def compute(self, a):
+        return np.logical_not(a)
+
+
+@register
+class IsNan(Logical):
+    """True where the input is NaN."""
+
+    name = "tp.isnan"
+    operands = (Operand("input"),)
+
+    def compute(self, a):
+        return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, np.bool_)
+
+
+@register
+class IsInf(Logical):
+    """True where the input is positive or negative infinity."""
+
+    name = "tp.isinf"
+    operands = (Operand("input"),)
+
+    def compute(self, a):
+        return np.isinf(a) if a.dtype.kind == "f" else np.zeros(a.shape, np.bool_)
+
+
+# --- unary -------------------------------------------------------------------------------
+
+@register
+class Neg(Unary):
+    """Elementwise negation ``-input``."""
+
+    name = "tp.neg"
+    allow_bool = False
+
+    def check_dtype(self, promoted):
+        if promoted.is_bool:
+            raise self.error(DTypeError, "negation, the `-` operator, on a bool tensor is not "
+                                         "supported; use logical_not or `~` instead")
+
+    def compute(self, a):
+        return np.negative(a)
+
+
+@register
+class Abs(Unary):
+    """Elementwise absolute value."""
+
+    name = "tp.abs"
+    allow_bool = False
+
+    def compute(self, a):
+        return np.abs(a)
+
+
+@register
+class Sign(Unary):
+    """Elementwise sign: -1, 0 or 1 (NaN stays NaN)."""
+
+    name = "tp.sign"
+
+    def compute(self, a):
+        return a.copy() if a.dtype == np.bool_ else np.sign(a)
+
+
+@register
+class BitwiseNot(Unary):
+    """Bitwise NOT of an integer tensor; logical NOT of a bool tensor (``~``)."""
+
+    name = "tp.bitwise_not"
+    allow_float = False
+
+    def compute(self, a):
+        return np.logical_not(a) if a.dtype == np.bool_ else np.invert(a)
+
+
+class Rounding(Unary):
+    """Rounding is the identity on integer tensors, which keep their dtype."""
+
+    allow_bool = False
+
+
+@register
+class Floor(Rounding):
+    """Elementwise floor (round toward negative infinity)."""
+
+    name = "tp.floor"
+
+    def compute(self, a):
+        return np.floor(a) if a.dtype.kind == "f" else a.copy()
+
+
+@register
+class Ceil(Rounding):
+    """Elementwise ceiling (round toward positive infinity)."""
+
+    name = "tp.ceil"
+
+    def compute(self, a):
+        return np.ceil(a) if a.dtype.kind == "f" else a.copy()
+
+
+@register
+class Trunc(Rounding):
+    """Elementwise rounding toward zero."""
+
+    name = "tp.trunc"
+
+    def compute(self, a):
+        return np.trunc(a) if a.dtype.kind == "f" else a.copy()
+
+
+@register
+class Round(Rounding):
+    """Round half to even, optionally to ``decimals`` decimal places."""
+
+    name = "tp.round"
+    attributes = (Attr("decimals", AttrKind.INT, 0, doc="decimal places; negative rounds to tens"),)
+
+    def compute(self, a, decimals):
+        if a.dtype.kind != "f":
+            return a.copy()
+        if decimals == 0:
+            return np.round(a)
+        scale = 10.0 ** decimals
+        return np.round(a * scale) / scale
+
+
+def _unary_float(name: str, fn, doc: str, cls_name: str) -> type[Op]:
+    cls = type(cls_name, (UnaryFloat,), {
+        "__doc__": doc,
+        "name": name,
+        "compute": lambda self, a: fn(a),
+        "__module__": __name__,
+    })
+    return register(cls)
+
+
+Exp = _unary_float("tp.exp", np.exp, "Elementwise e raised to the input.", "Exp")
+Exp2 = _unary_float("tp.exp2", np.exp2, "Elementwise 2 raised to the input.", "Exp2")
+Expm1 = _unary_float("tp.expm1", np.expm1, "Elementwise ``exp(x) - 1``, accurate near zero.", "Expm1")
+Log = _unary_float("tp.log", np.log, "Elementwise natural logarithm.", "Log")
+Log2 = _unary_float("tp.log2", np.log2, "Elementwise base-2 logarithm.", "Log2")
+Log10 = _unary_float("tp.log10", np.log10, "Elementwise base-10 logarithm.", "Log10")
+Log1p = _unary_float("tp.log1p", np.log1p, "Elementwise ``log(1 + x)``, accurate near zero.", "Log1p")
+Sqrt = _unary_float("tp.sqrt", np.sqrt, "Elementwise square root.", "Sqrt")
+Rsqrt = _unary_float("tp.rsqrt", lambda a: 1.0 / np.sqrt(a), "Elementwise reciprocal square root.",
+                     "Rsqrt")
+Reciprocal = _unary_float("tp.reciprocal", lambda a: 1.0 / a, "Elementwise ``1 / x``.", "Reciprocal")
+Sin = _unary_float("tp.sin", np.sin, "Elementwise sine.", "Sin")
+Cos = _unary_float("tp.cos", np.cos, "Elementwise cosine.", "Cos")
+Tan = _unary_float("tp.tan", np.tan, "Elementwise tangent.", "Tan")
+Asin = _unary_float("tp.asin", np.arcsin, "Elementwise arcsine.", "Asin")
+Acos = _unary_float("tp.acos", np.arccos, "Elementwise arccosine.", "Acos")
+Atan = _unary_float("tp.atan", np.arctan, "Elementwise arctangent.", "Atan")
+Sinh = _unary_float("tp.sinh", np.sinh, "Elementwise hyperbolic sine.", "Sinh")
+Cosh = _unary_float("tp.cosh", np.cosh, "Elementwise hyperbolic cosine.", "Cosh")
+Tanh = _unary_float("tp.tanh", np.tanh, "Elementwise hyperbolic tangent.", "Tanh")
+Erf = _unary_float("tp.erf", erf, "Elementwise Gauss error function.", "Erf")
+
+
+def _sigmoid(a: np.ndarray) -> np.ndarray:
+    # exp of a non-positive argument only: no overflow for large |x|
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(a.dtype)
+
+
+Sigmoid = _unary_float("tp.sigmoid", _sigmoid, "Elementwise logistic function ``1 / (1 + exp(-x))``.",
+                       "Sigmoid")
+
+
+# --- activations -------------------------------------------------------------------------
+
+class Activation(Unary):
+    allow_bool = False
+
+
+@register
+class Relu(Activation):
+    """Rectified linear unit ``max(x, 0)``."""
+
+    name = "tp.relu"
+
+    def compute(self, a):
+        return np.where(a > 0, a, np.zeros((), a.dtype)) if a.dtype.kind != "f" else \
+            np.where(np.isnan(a) | (a > 0), a, np.zeros((), a.dtype))
+
+
+class FloatActivation(Activation):
+    allow_int = False
+
+
+@register
+class Gelu(FloatActivation):
+    """Gaussian error linear unit, exact (``erf``) or with the ``tanh`` approximation."""
+
+    name = "tp.gelu"
+    attributes = (Attr("approximate", AttrKind.STR, "none", choices=("none", "tanh")),)
+
+    def compute(self, a, approximate):
+        if approximate == "tanh":
+            inner = math.sqrt(2.0 / math.pi) * (a + 0.044715 * a * a * a)
+            return 0.5 * a * (1.0 + np.tanh(inner))
+        return 0.5 * a * (1.0 + erf(a * (1.0 / math.sqrt(2.0))))
+
+
+@register
+class Silu(FloatActivation):
+    """Sigmoid linear unit ``x * sigmoid(x)``."""
+
+    name = "tp.silu"
+
+    def compute(self, a):
+        return a * _sigmoid(a)
+
+
+@register
+class LeakyRelu(FloatActivation):
+    """``x`` where positive, ``negative_slope * x`` elsewhere."""
+
+    name = "tp.leaky_relu"
+    attributes = (Attr("negative_slope", AttrKind.FLOAT, 0.01),)
+
+    def compute(self, a, negative_slope):
+        return np.where(a > 0, a, a * a.dtype.type(negative_slope))
+
+
+# --- select, clamp, cast -----------------------------------------------------------------
+
+@register
+class Where(Elementwise):
+    """Select ``lhs`` where ``condition`` is true, else ``rhs`` (broadcast over all three)."""
+
+    name = "tp.where"
+    operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
+
+    def compute_dtype(self, types):
+        return promote_operands(list(types[1:]))
+
+    def infer(self, types, attrs):
+        cond = types[0]
+        if not cond.dtype.is_bool:
+            raise self.error(DTypeError, f"condition must be a bool tensor, got {cond.dtype.name}")
+        shape = broadcast_shapes(self.name, *[t.shape for t in types])
+        return (TensorType(shape, self.compute_dtype(types)),)
+
+    def reference(self, arrays, attrs):
+        cond, a, b = arrays
+        cdt = self.compute_dtype([type_of_array(x) for x in arrays])
+        return np.where(cond, upcast(a, cdt), upcast(b, cdt))
+
+
+@register
+class Clamp(Unary):
+    """Limit values to ``[min, max]``; either bound may be absent. NaN propagates."""
+
+    name = "tp.clamp"
+    allow_bool = False
+    attributes = (Attr("min", AttrKind.FLOAT, None, optional=True),
+                  Attr("max", AttrKind.FLOAT, None, optional=True))
+
+    def infer(self, types, attrs):
+        if attrs["min"] is None and attrs["max"] is None:
+            raise self.error(OpError, "at least one of 'min' or 'max' must not be None")
+        return super().infer(types, attrs)
+
+    def compute(self, a, min, max):  # noqa: A002 - attribute names as in PyTorch
+        out = a
+        if min is not None:
+            out = np.maximum(out, np.asarray(min).astype(a.dtype))
+        if max is not None:
+            out = np.minimum(out, np.asarray(max).astype(a.dtype))
+        return out
+
+
+def cast_array(a: np.ndarray, dtype: dt.DType) -> np.ndarray:
+    """``a`` converted to ``dtype`` with PyTorch's rules: float to int truncates toward zero,
+    anything to bool tests for nonzero."""
+    target = dtype.np_dtype
+    if a.dtype == target:
+        return a.copy()
+    if dtype.is_bool:
+        return a != 0
+    if a.dtype.kind == "f" and dtype.is_integer:
+        return np.trunc(a).astype(target)
+    return a.astype(target)
+
+
+@register
+class Cast(Op):
+    """Convert to ``dtype`` (float to int truncates toward zero; nonzero becomes true)."""
+
+    name = "tp.cast"
+    family = "elementwise"
+    operands = (Operand("input"),)
+    attributes = (Attr("dtype", AttrKind.DTYPE),)
+
+    def infer(self, types, attrs):
+        return (types[0].with_dtype(attrs["dtype"]),)
+
+    def reference(self, arrays, attrs):
+        return cast_array(arrays[0], attrs["dtype"])
+
+
+@register
+class Fmod(BinaryArith):
+    """C-style remainder: the result has the sign of ``lhs``."""
+
+    name = "tp.fmod"
+    allow_bool = False
+
+    def compute(self, a, b):
+        _check_int_divisor(self, b)
+        return np.fmod(a, b)

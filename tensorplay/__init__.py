@@ -1,0 +1,194 @@
+"""tensorplay: a PyTorch-style tensor library with an MLIR/IREE compiler.
+
+>>> import tensorplay as tp
+>>> (tp.ones(2, 3) * 2).sum()
+tensor(12.)
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
+from . import nn
+from ._device import device
+from ._grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from ._printing import set_printoptions
+from ._tensor import Size, Tensor
+from .dialects.tp.dtypes import (
+    DType as dtype,
+    bfloat16,
+    bool_ as bool,  # noqa: A001 - PyTorch's name
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from .dialects.tp.errors import DimError, DTypeError, OpError, ShapeError
+from .ops.creation import (
+    arange,
+    as_tensor,
+    asarray,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    scalar_tensor,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .ops.elementwise import (
+    abs,  # noqa: A004
+    absolute,
+    acos,
+    add,
+    allclose,
+    arccos,
+    arcsin,
+    arctan,
+    asin,
+    atan,
+    atan2,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
+    ceil,
+    clamp,
+    clip,
+    clone,
+    cos,
+    cosh,
+    div,
+    divide,
+    eq,
+    equal,
+    erf,
+    exp,
+    exp2,
+    expm1,
+    fix,
+    float_power,
+    floor,
+    floor_divide,
+    fmod,
+    ge,
+    greater,
+    greater_equal,
+    gt,
+    isclose,
+    isfinite,
+    isinf,
+    isnan,
+    le,
+    lerp,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    lt,
+    maximum,
+    minimum,
+    mul,
+    multiply,
+    nan_to_num,
+    ne,
+    neg,
+    negative,
+    not_equal,
+    pow,  # noqa: A004
+    reciprocal,
+    relu,
+    remainder,
+    round,  # noqa: A004
+    rsqrt,
+    rsub,
+    sigmoid,
+    sign,
+    sin,
+    sinh,
+    sqrt,
+    square,
+    sub,
+    subtract,
+    tan,
+    tanh,
+    true_divide,
+    trunc,
+    where,
+)
+from .ops.random import (
+    Generator,
+    bernoulli,
+    default_generator,
+    get_rng_state,
+    initial_seed,
+    manual_seed,
+    multinomial,
+    normal,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    randperm,
+    seed,
+    set_rng_state,
+)
+
+long = int64
+int = int32  # noqa: A001
+float = float32  # noqa: A001
+double = float64
+half = float16
+short = int16
+
+__version__ = "0.1.0"
+
+
+def is_tensor(obj: object) -> builtins.bool:
+    """True when ``obj`` is a tensorplay Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> builtins.bool:
+    return input.dtype.is_floating_point
+
+
+def numel(input: Tensor) -> builtins.int:
+    return input.numel()
+
+
+# TEMPORARY while the families are being written: re-export their __all__.
+from .ops import indexing as _indexing, linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
+
+for _m in (_reduction, _shape, _indexing, _linalg):
+    for _n in _m.__all__:
+        globals()[_n] = getattr(_m, _n)

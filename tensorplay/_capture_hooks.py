@@ -1,0 +1,31 @@
+"""What eager tensor code asks of an active capture: a concrete value, or a rebinding.
+
+A tensor with no data stands for a value inside a graph being captured. When Python
+needs its data (``bool(t)``, ``t.item()``, ``t.numpy()``) or updates it in place, the
+installed capture handler decides: graph break, error, or a new graph value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._dispatch import current_handler
+
+__all__ = ["needs_concrete_value", "rebind"]
+
+
+def needs_concrete_value(tensor: Any, why: str) -> Any:
+    handler = current_handler()
+    concrete = getattr(handler, "concrete_value", None)
+    if concrete is None:
+        raise RuntimeError(f"{why}: this tensor stands for a value of a captured graph and has no "
+                           f"data outside the capture that made it")
+    return concrete(tensor, why)
+
+
+def rebind(tensor: Any, value: Any) -> None:
+    handler = current_handler()
+    hook = getattr(handler, "rebind", None)
+    if hook is None:
+        raise RuntimeError("in-place update of a captured tensor outside its capture")
+    hook(tensor, value)

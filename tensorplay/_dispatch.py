@@ -1,0 +1,76 @@
+"""The single entry through which every frontend function applies a tp op.
+
+``apply("tp.add", a, b)`` verifies operands and attributes against the registry and
+then either runs the op's reference implementation (eager mode) or, while a capture
+handler is installed and an operand belongs to it, lets the handler record a graph node.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .dialects.tp import registry
+from .dialects.tp.registry import Op
+from .dialects.tp.types import TensorType
+
+__all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
+
+#: ``handler(op, operands, attrs, result_types)`` returns the results, or NotImplemented
+#: to let the op run eagerly.
+CaptureHandler = Callable[[Op, tuple[Any, ...], dict[str, Any], tuple[TensorType, ...]], Any]
+
+_handler: CaptureHandler | None = None
+_ops: dict[str, Op] = {}
+
+
+def _op(name: str) -> Op:
+    op = _ops.get(name)
+    if op is None:
+        op = _ops[name] = registry.lookup(name)
+    return op
+
+
+def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
+    """Apply tp op ``op_name`` to tensor operands (``None`` for absent optional ones).
+
+    Returns one Tensor, or a tuple for ops with several results.
+    """
+    from ._tensor import Tensor
+
+    op = _op(op_name)
+    attrs = op.normalize_attrs(attrs)
+    types = []
+    for o in operands:
+        if o is None:
+            types.append(None)
+        elif isinstance(o, Tensor):
+            types.append(o._tensor_type())
+        else:
+            raise TypeError(f"{op_name}: operands must be tensors, got {type(o).__name__}")
+    result_types = op.verify(types, attrs)
+    if _handler is not None:
+        out = _handler(op, operands, attrs, result_types)
+        if out is not NotImplemented:
+            return out
+    arrays = [None if o is None else o._data for o in operands]
+    outs = op.evaluate(arrays, attrs, result_types)
+    wrapped = tuple(Tensor._wrap(a) for a in outs)
+    return wrapped[0] if len(wrapped) == 1 else wrapped
+
+
+def current_handler() -> CaptureHandler | None:
+    return _handler
+
+
+@contextlib.contextmanager
+def capture_handler(handler: CaptureHandler | None) -> Iterator[None]:
+    """Install ``handler`` for the duration of the block (nesting restores the outer one)."""
+    global _handler
+    previous = _handler
+    _handler = handler
+    try:
+        yield
+    finally:
+        _handler = previous

@@ -1,0 +1,649 @@
+"""``tp.Tensor``: a PyTorch-style tensor stored as a numpy array on the host.
+
+Every operation goes through :func:`tensorplay._dispatch.apply`, so the same Python code
+runs eagerly or is captured into a graph. Methods here are thin: they forward to the
+functions in :mod:`tensorplay.ops` and :mod:`tensorplay.nn.functional`.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .dialects.tp import dtypes as dt
+from .dialects.tp.types import TensorType, type_of_array
+from ._device import CPU, as_device, device
+
+__all__ = ["Tensor", "Size"]
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, as ``torch.Size``."""
+
+    def numel(self) -> int:
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __repr__(self) -> str:
+        return f"tensorplay.Size([{', '.join(map(str, self))}])"
+
+    def __getitem__(self, key):  # slices stay Size
+        out = tuple.__getitem__(self, key)
+        return Size(out) if isinstance(key, slice) else out
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+
+class Tensor:
+    """A multi-dimensional array with PyTorch's API.
+
+    ``tp.Tensor(data)`` makes a float tensor from nested lists or arrays; prefer
+    ``tp.tensor(data)``, which infers the dtype.
+    """
+
+    __array_priority__ = 1000  # numpy defers binary operators to us
+
+    def __init__(self, data: Any = None, *, dtype: Any = None):
+        if data is None:
+            data = []
+        if isinstance(data, Tensor):
+            array = data.numpy()
+        else:
+            array = np.asarray(data)
+        target = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+        self._data: np.ndarray | None = np.array(array, dtype=target.np_dtype)
+        self._init_meta()
+
+    def _init_meta(self) -> None:
+        self._type: TensorType | None = None
+        self.requires_grad = False
+        self.grad: Tensor | None = None
+        self._capture: Any = None  # set by capture for tensors that stand for graph values
+        self._static_dims: Any = None  # recorded by tensorplay.compiler.mark_static
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray) -> Tensor:
+        """A tensor over ``array`` without copying (internal)."""
+        t = object.__new__(cls)
+        t._data = array
+        t._init_meta()
+        return t
+
+    @classmethod
+    def _from_type(cls, ttype: TensorType, capture: Any) -> Tensor:
+        """A tensor with no data that stands for a value being captured (internal)."""
+        t = object.__new__(cls)
+        t._data = None
+        t._init_meta()
+        t._type = ttype
+        t._capture = capture
+        return t
+
+    def _tensor_type(self) -> TensorType:
+        if self._data is None:
+            return self._type
+        return type_of_array(self._data)
+
+    def _concrete(self, why: str) -> np.ndarray:
+        """The array behind this tensor; capture tensors report a graph break for ``why``."""
+        if self._data is None:
+            from ._capture_hooks import needs_concrete_value
+
+            return needs_concrete_value(self, why)
+        return self._data
+
+    # -- metadata --------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        if self._data is not None:
+            return Size(self._data.shape)
+        return Size(self._type.shape)
+
+    @property
+    def dtype(self) -> dt.DType:
+        if self._data is not None:
+            return dt.from_numpy_dtype(self._data.dtype)
+        return self._type.dtype
+
+    @property
+    def device(self) -> device:
+        return CPU
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def layout(self) -> str:
+        return "strided"
+
+    def size(self, dim: int | None = None):
+        shape = self.shape
+        if dim is None:
+            return shape
+        return shape[_checked_dim("size", dim, len(shape))]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def ndimension(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return self.shape.numel()
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def stride(self, dim: int | None = None):
+        strides, acc = [], 1
+        for d in reversed(self.shape):
+            strides.append(acc)
+            acc *= max(d, 1)
+        strides = tuple(reversed(strides))
+        return strides if dim is None else strides[_checked_dim("stride", dim, self.ndim)]
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802
+        return _S.permute(self, tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802
+        return _S.transpose(self, -2, -1)
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        self._assign(value)
+
+    # -- conversion ------------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The numpy array behind the tensor (shared, not copied)."""
+        return self._concrete("Tensor.numpy()")
+
+    def item(self) -> Any:
+        array = self._concrete("Tensor.item()")
+        if array.size != 1:
+            raise ValueError(f"a Tensor with {array.size} elements cannot be converted to Scalar")
+        return array.reshape(()).item() if array.dtype.kind != "V" else float(array.reshape(()))
+
+    def tolist(self) -> Any:
+        array = self._concrete("Tensor.tolist()")
+        if array.dtype == dt.bfloat16.np_dtype:
+            array = array.astype(np.float32)
+        return array.tolist()
+
+    def clone(self) -> Tensor:
+        return _E.clone(self)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def detach(self) -> Tensor:
+        if self._data is None:
+            return self
+        return Tensor._wrap(self._data)
+
+    def cpu(self) -> Tensor:
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword argument(s) {', '.join(kwargs)}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif isinstance(arg, (device, str)) and not _is_dtype_name(arg):
+                dev = arg
+            else:
+                dtype = arg
+        if dev is not None:
+            target = as_device(dev)
+            if target.type not in ("cpu",):
+                raise ValueError(
+                    f"eager tensors live on the host; cannot move one to {target}. Compile the "
+                    f"model with tp.compiler.compile(..., backend='iree-{target.type}') to run it "
+                    f"on that device")
+        if dtype is None or dt.as_dtype(dtype) is self.dtype:
+            return self.clone() if copy else self
+        return _E.cast(self, dt.as_dtype(dtype))
+
+    def type(self, dtype: Any = None):
+        if dtype is None:
+            return f"tensorplay.{_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}"
+        return self.to(dtype)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(dt.bfloat16)
+
+    def int(self) -> Tensor:
+        return self.to(dt.int32)
+
+    def long(self) -> Tensor:
+        return self.to(dt.int64)
+
+    def short(self) -> Tensor:
+        return self.to(dt.int16)
+
+    def char(self) -> Tensor:
+        return self.to(dt.int8)
+
+    def byte(self) -> Tensor:
+        return self.to(dt.uint8)
+
+    def bool(self) -> Tensor:
+        return self.to(dt.bool_)
+
+    def new_tensor(self, data: Any, dtype: Any = None) -> Tensor:
+        return _C.tensor(data, dtype=dtype or self.dtype)
+
+    def new_zeros(self, *size: Any, dtype: Any = None) -> Tensor:
+        return _C.zeros(*size, dtype=dtype or self.dtype)
+
+    def new_ones(self, *size: Any, dtype: Any = None) -> Tensor:
+        return _C.ones(*size, dtype=dtype or self.dtype)
+
+    def new_full(self, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+        return _C.full(size, fill_value, dtype=dtype or self.dtype)
+
+    def new_empty(self, *size: Any, dtype: Any = None) -> Tensor:
+        return _C.empty(*size, dtype=dtype or self.dtype)
+
+    # -- numpy interop ---------------------------------------------------------------------
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
+        array = self._concrete("np.asarray(tensor)")
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)
+        return array.copy() if copy else array
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        from ._numpy_interop import array_ufunc
+
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        from ._numpy_interop import array_function
+
+        return array_function(func, types, args, kwargs)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        array = self._concrete("Tensor.__dlpack__()")
+        if array.dtype == dt.bfloat16.np_dtype:
+            raise TypeError("bfloat16 tensors cannot be exported through DLPack by the numpy "
+                            "host storage; convert with .float() first")
+        return array.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU
+
+    # -- Python protocol -------------------------------------------------------------------
+    def __repr__(self) -> str:
+        from ._printing import tensor_repr
+
+        return tensor_repr(self)
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(_S.unbind(self, 0))
+
+    def __bool__(self) -> builtins.bool:
+        array = self._concrete("bool(tensor)")
+        if array.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {array.size} elements is ambiguous; "
+                               f"use .any() or .all()")
+        return builtins.bool(array.reshape(()))
+
+    def __float__(self) -> builtins.float:
+        return builtins.float(self.item())
+
+    def __int__(self) -> builtins.int:
+        return builtins.int(self.item())
+
+    def __index__(self) -> builtins.int:
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return builtins.int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    __hash__ = object.__hash__
+
+    def __reduce_ex__(self, protocol: Any):
+        return (_rebuild, (self._concrete("pickle"), self.requires_grad, type(self)))
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        out = type(self).__new__(type(self))
+        out.__dict__.update({k: v for k, v in self.__dict__.items()})
+        out._data = None if self._data is None else self._data.copy()
+        memo[id(self)] = out
+        return out
+
+    # -- operators -------------------------------------------------------------------------
+    def __add__(self, other):
+        return _E.add(self, other)
+
+    def __radd__(self, other):
+        return _E.add(other, self)
+
+    def __sub__(self, other):
+        return _E.sub(self, other)
+
+    def __rsub__(self, other):
+        return _E.sub(other, self)
+
+    def __mul__(self, other):
+        return _E.mul(self, other)
+
+    def __rmul__(self, other):
+        return _E.mul(other, self)
+
+    def __truediv__(self, other):
+        return _E.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _E.div(other, self)
+
+    def __floordiv__(self, other):
+        return _E.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _E.floor_divide(other, self)
+
+    def __mod__(self, other):
+        return _E.remainder(self, other)
+
+    def __rmod__(self, other):
+        return _E.remainder(other, self)
+
+    def __pow__(self, other):
+        return _E.pow(self, other)
+
+    def __rpow__(self, other):
+        return _E.pow(other, self)
+
+    def __matmul__(self, other):
+        return _L.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _L.matmul(other, self)
+
+    def __neg__(self):
+        return _E.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _E.abs(self)
+
+    def __invert__(self):
+        return _E.bitwise_not(self)
+
+    def __and__(self, other):
+        return _E.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return _E.bitwise_and(other, self)
+
+    def __or__(self, other):
+        return _E.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return _E.bitwise_or(other, self)
+
+    def __xor__(self, other):
+        return _E.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return _E.bitwise_xor(other, self)
+
+    def __eq__(self, other):  # type: ignore[override]
+        return _E.eq(self, other)
+
+    def __ne__(self, other):  # type: ignore[override]
+        return _E.ne(self, other)
+
+    def __lt__(self, other):
+        return _E.lt(self, other)
+
+    def __le__(self, other):
+        return _E.le(self, other)
+
+    def __gt__(self, other):
+        return _E.gt(self, other)
+
+    def __ge__(self, other):
+        return _E.ge(self, other)
+
+    def __getitem__(self, key):
+        return _I.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        self._assign(_I.setitem(self, key, value))
+
+    # in-place operators rebind the tensor's value (the object stays the same)
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    # -- in-place methods ------------------------------------------------------------------
+    def _assign(self, value: Tensor) -> Tensor:
+        """Replace this tensor's value by ``value`` (same shape), keeping the object."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"expected a Tensor, got {type(value).__name__}")
+        if tuple(value.shape) != tuple(self.shape):
+            raise RuntimeError(f"in-place update of a tensor of shape {list(self.shape)} with a "
+                               f"value of shape {list(value.shape)}")
+        if value.dtype is not self.dtype:
+            value = _E.cast(value, self.dtype)
+        if value._data is not None and self._data is not None:
+            self._data = value._data
+        else:
+            from ._capture_hooks import rebind
+
+            rebind(self, value)
+        return self
+
+    def add_(self, other, *, alpha=1):
+        return self._assign(_E.add(self, other, alpha=alpha))
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign(_E.sub(self, other, alpha=alpha))
+
+    def mul_(self, other):
+        return self._assign(_E.mul(self, other))
+
+    def div_(self, other, *, rounding_mode=None):
+        return self._assign(_E.div(self, other, rounding_mode=rounding_mode))
+
+    def pow_(self, other):
+        return self._assign(_E.pow(self, other))
+
+    def clamp_(self, min=None, max=None):  # noqa: A002
+        return self._assign(_E.clamp(self, min, max))
+
+    def neg_(self):
+        return self._assign(_E.neg(self))
+
+    def exp_(self):
+        return self._assign(_E.exp(self))
+
+    def sqrt_(self):
+        return self._assign(_E.sqrt(self))
+
+    def masked_fill_(self, mask, value):
+        return self._assign(_I.masked_fill(self, mask, value))
+
+    def relu_(self):
+        return self._assign(_E.relu(self))
+
+    def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
+        src = src if isinstance(src, Tensor) else _C.tensor(src)
+        return self._assign(_S.broadcast_to(src.to(self.dtype), tuple(self.shape)).clone())
+
+    def fill_(self, value: Any) -> Tensor:
+        return self._assign(_C.full(tuple(self.shape), value, dtype=self.dtype))
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def normal_(self, mean: builtins.float = 0.0, std: builtins.float = 1.0, *, generator=None):
+        return self._assign(_R.normal(mean, std, tuple(self.shape), generator=generator, dtype=self.dtype))
+
+    def uniform_(self, a: builtins.float = 0.0, b: builtins.float = 1.0, *, generator=None):
+        return self._assign(_R.uniform(a, b, tuple(self.shape), generator=generator, dtype=self.dtype))
+
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+
+def _rebuild(array: np.ndarray, requires_grad: builtins.bool, cls: type) -> Tensor:
+    t = cls._wrap(np.array(array))
+    t.requires_grad = requires_grad
+    return t
+
+
+def _checked_dim(op: str, dim: int, rank: int) -> int:
+    from .dialects.tp.shapes import normalize_dim
+
+    return normalize_dim(op, dim, rank)
+
+
+def _is_dtype_name(value: Any) -> builtins.bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        dt.as_dtype(value)
+        return True
+    except TypeError:
+        return False
+
+
+_TYPE_NAMES = {
+    "float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+    "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+    "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor",
+}
+
+
+def _method(module_attr: str, name: str):
+    def method(self, *args, **kwargs):
+        return getattr(globals()[module_attr], name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"Tensor.{name}"
+    return method
+
+
+# Methods that are exactly the function of the same name with the tensor first.
+_FORWARDED = {
+    "_E": [
+        "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide",
+        "remainder", "fmod", "pow", "neg", "negative", "abs", "absolute", "exp", "exp2", "expm1",
+        "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
+        "acos", "atan", "atan2", "sinh", "cosh", "tanh", "sigmoid", "erf", "floor", "ceil", "trunc",
+        "round", "sign", "reciprocal", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+        "greater", "greater_equal", "less", "less_equal", "not_equal", "equal", "logical_and",
+        "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+        "bitwise_not", "clamp", "clip", "isnan", "isinf", "isfinite", "relu", "where", "allclose",
+        "isclose", "lerp", "nan_to_num",
+    ],
+    "_RD": [
+        "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
+        "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum",
+    ],
+    "_S": [
+        "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
+        "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
+        "movedim", "narrow", "flip", "repeat", "tile",
+    ],
+    "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select"],
+    "_L": ["matmul", "mm", "bmm", "dot", "outer"],
+}
+for _module_attr, _names in _FORWARDED.items():
+    for _name in _names:
+        setattr(Tensor, _name, _method(_module_attr, _name))
+
+
+def _view(self: Tensor, *shape: Any) -> Tensor:
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) and _is_dtype_like(shape[0]):
+        raise TypeError("view(dtype) reinterpretation is not supported; use .to(dtype)")
+    return _S.reshape(self, *shape)
+
+
+def _expand(self: Tensor, *sizes: Any) -> Tensor:
+    return _S.expand(self, *sizes)
+
+
+def _is_dtype_like(value: Any) -> builtins.bool:
+    return isinstance(value, dt.DType) or _is_dtype_name(value)
+
+
+Tensor.view = _view
+Tensor.expand = _expand
+
+# Imported last: these modules import Tensor from here.
+from .ops import creation as _C  # noqa: E402
+from .ops import elementwise as _E  # noqa: E402
+from .ops import indexing as _I  # noqa: E402
+from .ops import linalg as _L  # noqa: E402
+from .ops import random as _R  # noqa: E402
+from .ops import reduction as _RD  # noqa: E402
+from .ops import shape as _S  # noqa: E402

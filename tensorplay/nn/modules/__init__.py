@@ -1,0 +1,3 @@
+"""Built-in modules."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Frontend functions, grouped by op family."""
+
+__all__: list[str] = []

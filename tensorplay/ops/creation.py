@@ -1,0 +1,241 @@
+"""Tensor creation: from data, filled, ranges, identity."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._device import as_device
+from .._dispatch import apply
+from .._tensor import Tensor
+from ..dialects.tp import dtypes as dt
+from ._helpers import int_tuple, is_scalar
+
+__all__ = [
+    "tensor", "as_tensor", "from_numpy", "asarray", "scalar_tensor", "zeros", "ones", "full",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "eye",
+]
+
+
+def _check_device(op: str, device: Any) -> None:
+    if device is not None and as_device(device).type != "cpu":
+        raise ValueError(f"{op}(): eager tensors live on the host, so device={str(device)!r} is not "
+                         f"available; compile with backend='iree-{as_device(device).type}' to run "
+                         f"on that device")
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        if not t.dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+        t.requires_grad = True
+    return t
+
+
+def _data_array(data: Any, op: str) -> np.ndarray:
+    """``data`` as a numpy array with PyTorch's dtype inference for Python data."""
+    if isinstance(data, Tensor):
+        return data.numpy()
+    if isinstance(data, (np.ndarray, np.generic)):
+        return np.asarray(data)
+    try:
+        array = np.asarray(data)
+    except ValueError as exc:
+        raise ValueError(f"{op}(): could not make a tensor from the data given ({exc})") from None
+    if array.dtype == object:
+        raise TypeError(f"{op}(): could not infer a dtype for data of type {type(data).__name__}; "
+                        f"expected nested sequences of numbers of equal lengths")
+    if array.dtype.kind == "f":
+        return array.astype(dt.get_default_dtype().np_dtype)
+    if array.dtype.kind in "iu":
+        return array.astype(np.int64)
+    if array.dtype.kind == "b":
+        return array
+    if array.dtype.kind in "US":
+        raise TypeError(f"{op}(): new(): invalid data type 'str'")
+    return array
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays, tensors).
+
+    >>> tensor([[1, 2], [3, 4]]).dtype
+    tensorplay.int64
+    """
+    _check_device("tensor", device)
+    array = _data_array(data, "tensor")
+    if dtype is not None:
+        array = _convert(array, dt.as_dtype(dtype))
+    elif array.dtype not in (d.np_dtype for d in dt.ALL_DTYPES):
+        dt.from_numpy_dtype(array.dtype)  # raises a clear TypeError
+    return _finish(Tensor._wrap(np.array(array, copy=True)), requires_grad)
+
+
+def _convert(array: np.ndarray, dtype: dt.DType) -> np.ndarray:
+    if array.dtype == dtype.np_dtype:
+        return array
+    if dtype.is_bool:
+        return array != 0
+    if array.dtype.kind == "f" and dtype.is_integer:
+        return np.trunc(array).astype(dtype.np_dtype)
+    return array.astype(dtype.np_dtype)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor, sharing memory with numpy arrays and tensors when no conversion
+    is needed."""
+    _check_device("as_tensor", device)
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    array = _data_array(data, "as_tensor")
+    if dtype is not None:
+        array = _convert(array, dt.as_dtype(dtype))
+    dt.from_numpy_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+asarray = as_tensor
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the numpy array ``array``."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy(): expected np.ndarray (got {type(array).__name__})")
+    dt.from_numpy_dtype(array.dtype)
+    return Tensor._wrap(array)
+
+
+def scalar_tensor(value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    return tensor(value, dtype=dtype or dt.get_default_dtype(), device=device)
+
+
+def _fill(op: str, size: tuple[Any, ...], value: Any, dtype: Any, device: Any,
+          requires_grad: bool) -> Tensor:
+    _check_device(op, device)
+    shape = int_tuple(op, "size", size)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    value = float(value) if not isinstance(value, float) else value
+    return _finish(apply("tp.full", shape=shape, value=value, dtype=d), requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _fill("zeros", size, 0.0, dtype, device, requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _fill("ones", size, 1.0, dtype, device, requires_grad)
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """An uninitialized tensor; tensorplay fills it with zeros so results are reproducible."""
+    return _fill("empty", size, 0.0, dtype, device, requires_grad)
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's type
+    (bool, int64 or the default float dtype) unless given."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    if not is_scalar(fill_value):
+        raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
+    d = dt.as_dtype(dtype) if dtype is not None else dt.scalar_dtype(fill_value)
+    if not isinstance(size, (tuple, list)):
+        size = (size,)
+    return _fill("full", tuple(size), fill_value, d, device, requires_grad)
+
+
+def _like(input: Tensor, dtype: Any) -> tuple[tuple[int, ...], Any]:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"expected a Tensor, got {type(input).__name__}")
+    return tuple(input.shape), dtype if dtype is not None else input.dtype
+
+
+def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _fill("zeros_like", shape, 0.0, d, device, requires_grad)
+
+
+def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _fill("ones_like", shape, 1.0, d, device, requires_grad)
+
+
+def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _fill("empty_like", shape, 0.0, d, device, requires_grad)
+
+
+def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    shape, d = _like(input, dtype)
+    return _fill("full_like", shape, fill_value, d, device, requires_grad)
+
+
+def _number(value: Any, name: str) -> float | int:
+    if isinstance(value, Tensor):
+        value = value.item()
+    if not is_scalar(value):
+        raise TypeError(f"arange(): argument '{name}' must be a number, got {type(value).__name__}")
+    return value
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """Values from ``start`` (default 0) up to, not including, ``end`` by ``step``; int64
+    when all three are integers, else the default float dtype."""
+    _check_device("arange", device)
+    if end is None:
+        start, end = 0, start
+    start, end, step = _number(start, "start"), _number(end, "end"), _number(step, "step")
+    if dtype is None:
+        all_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        d = dt.int64 if all_int else dt.get_default_dtype()
+    else:
+        d = dt.as_dtype(dtype)
+    out = apply("tp.arange", start=float(start), end=float(end), step=float(step), dtype=d)
+    return _finish(out, requires_grad)
+
+
+def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    from .elementwise import add, cast, lt, mul, sub, where
+
+    _check_device("linspace", device)
+    if not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"linspace(): number of steps must be a non-negative int, got {steps!r}")
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    start, end = float(_number(start, "start")), float(_number(end, "end"))
+    if steps == 1:
+        return _finish(full((1,), start, dtype=d), requires_grad)
+    step = (end - start) / max(steps - 1, 1)
+    idx = arange(steps, dtype=dt.float64)
+    # Fill from both ends, as PyTorch does, so the last value is exactly ``end``.
+    low = add(mul(idx, step), start)
+    high = sub(end, mul(sub(steps - 1, idx), step))
+    values = where(lt(idx, steps // 2), low, high)
+    return _finish(cast(values, d), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    """A 2-D tensor with ones on the diagonal and zeros elsewhere."""
+    from .elementwise import cast, eq
+    from .shape import reshape
+
+    _check_device("eye", device)
+    m = n if m is None else m
+    if n < 0 or m < 0:
+        raise ValueError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    rows = reshape(arange(n), (n, 1))
+    return _finish(cast(eq(rows, arange(m)), d), requires_grad)
+
+
+del math
