@@ -219,7 +219,7 @@ class Tensor:
         for arg in args:
             if isinstance(arg, Tensor):
                 dtype = arg.dtype
-            elif isinstance(arg, (device, str)) and not _is_dtype_name(arg):
+            elif isinstance(arg, device) or (isinstance(arg, str) and _is_device_name(arg)):
                 dev = arg
             else:
                 dtype = arg
@@ -564,6 +564,10 @@ def _checked_dim(op: str, dim: int, rank: int) -> int:
     from .dialects.tp.shapes import normalize_dim
 
     return normalize_dim(op, dim, rank)
+
+
+def _is_device_name(value: str) -> builtins.bool:
+    return value.partition(":")[0] in ("cpu", "cuda", "vulkan", "rocm", "meta")
 
 
 def _is_dtype_name(value: Any) -> builtins.bool:

@@ -84,16 +84,16 @@ def make_arg(rng: np.random.Generator, shape: Sequence[int], dtype: Any, *, low:
     ints in [low, high) (default [-9, 10)), bools half true."""
     shape = tuple(shape)
     if dtype is tp.bool:
-        return rng.random(shape) < 0.5
+        return np.asarray(rng.random(shape) < 0.5)
     if dtype.is_integer:
         lo = -9 if low is None else int(low)
         hi = 10 if high is None else int(high)
         if not dtype.is_signed:
             lo = max(lo, 0)
-        return rng.integers(lo, hi, size=shape).astype(dtype.np_dtype)
+        return np.asarray(rng.integers(lo, hi, size=shape)).astype(dtype.np_dtype)
     lo = -3.0 if low is None else low
     hi = 3.0 if high is None else high
-    return rng.uniform(lo, hi, size=shape).astype(dtype.np_dtype)
+    return np.asarray(rng.uniform(lo, hi, size=shape)).astype(dtype.np_dtype)
 
 
 def to_lib(lib: Any, value: Any) -> Any:
@@ -103,7 +103,7 @@ def to_lib(lib: Any, value: Any) -> Any:
             return tp.tensor(value)
         if value.dtype == ml_dtypes.bfloat16:
             return lib.tensor(value.astype(np.float32)).to(lib.bfloat16)
-        return lib.from_numpy(np.ascontiguousarray(value.copy()))
+        return lib.from_numpy(np.array(value, copy=True, order="C"))
     if isinstance(value, (list, tuple)) and any(isinstance(v, np.ndarray) for v in value):
         return type(value)(to_lib(lib, v) for v in value)
     return value

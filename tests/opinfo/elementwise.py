@@ -188,7 +188,7 @@ OPS = [
                                   desc="scalar other")],
            dtypes=ALL_DTYPES),
     OpInfo("cast", lambda lib, a, dtype: a.to(getattr(lib, dtype)),
-           lambda a, dtype: np.trunc(_f(a)) if dtype in ("int32", "int64", "int8") and a.dtype.kind == "f"
+           lambda a, dtype: np.trunc(_f(a)) if dtype in ("int32", "int64")
            else (_f(a) != 0 if dtype == "bool" else _f(a)),
            lambda rng, d: [Sample((make_arg(rng, (3, 4), d, low=-100, high=100),), {"dtype": t}, desc=t)
                            for t in ("float32", "float64", "int32", "int64", "bool")],

@@ -25,7 +25,7 @@ _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 def erf(x: np.ndarray) -> np.ndarray:
     """Error function, exact to the input precision (numpy has none of its own)."""
-    return _erf_scalar(x).astype(x.dtype)
+    return np.asarray(_erf_scalar(x)).astype(x.dtype)
 
 
 class Elementwise(Op):
