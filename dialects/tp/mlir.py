@@ -1,0 +1,372 @@
+"""tp graphs as MLIR and back.
+
+:func:`emit` turns :class:`~.graph.Graph` objects into an MLIR module with one ``func.func``
+per graph, tp ops in generic form, typed attributes and the user's source locations.
+:func:`parse` reads MLIR text and verifies every tp op through the registry, reporting
+problems as MLIR-style diagnostics (``file:line:col: error: ...``); :func:`to_graphs`
+turns a parsed module back into graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+import re
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .. import ir as _ir
+from . import dtypes as dt
+from .errors import OpError
+from .graph import Graph, Node, SourceLoc, Value
+from .registry import Attr, AttrKind, Op, lookup
+from .types import TensorType
+
+ir = _ir.ir
+func = _ir.func
+
+__all__ = ["emit", "parse", "to_graphs", "verify_module", "Diagnostic", "DiagnosticError",
+           "element_type", "dtype_of", "tensor_type", "tensor_type_of", "print_module"]
+
+SEGMENTS = "operandSegmentSizes"
+
+
+# --- types -----------------------------------------------------------------------------------
+
+def element_type(dtype: dt.DType) -> ir.Type:
+    """The MLIR element type of a dtype (needs an active context)."""
+    if dtype.is_floating_point:
+        return {16: ir.BF16Type.get() if dtype is dt.bfloat16 else ir.F16Type.get(),
+                32: ir.F32Type.get(), 64: ir.F64Type.get()}[dtype.bits]
+    if dtype.is_bool:
+        return ir.IntegerType.get_signless(1)
+    if not dtype.is_signed:
+        return ir.IntegerType.get_unsigned(dtype.bits)
+    return ir.IntegerType.get_signless(dtype.bits)
+
+
+def dtype_of(t: ir.Type) -> dt.DType:
+    """The dtype of an MLIR element type; TypeError for types tp has no dtype for."""
+    return dt.as_dtype(str(t))
+
+
+def tensor_type(t: TensorType) -> ir.RankedTensorType:
+    dyn = ir.ShapedType.get_dynamic_size()
+    dims = [int(d) if isinstance(d, (int, np.integer)) else dyn for d in t.shape]
+    return ir.RankedTensorType.get(dims, element_type(t.dtype))
+
+
+def tensor_type_of(t: ir.Type) -> TensorType:
+    if not isinstance(t, ir.RankedTensorType):
+        raise TypeError(f"expected a ranked tensor type, got {t}")
+    rt = ir.RankedTensorType(t)
+    shape = tuple(None if rt.is_dynamic_dim(i) else rt.get_dim_size(i) for i in range(rt.rank))
+    return TensorType(shape, dtype_of(rt.element_type))
+
+
+# --- attributes ------------------------------------------------------------------------------
+
+def _dense(value: np.ndarray) -> ir.Attribute:
+    dtype = dt.from_numpy_dtype(value.dtype)
+    shaped = ir.RankedTensorType.get(list(value.shape), element_type(dtype))
+    if dtype is dt.bfloat16:
+        raw = np.ascontiguousarray(value).view(np.uint16)
+        return ir.DenseElementsAttr.get(raw, type=element_type(dtype), shape=list(value.shape))
+    return ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=shaped)
+
+
+def _attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
+    kind = decl.kind
+    if kind is AttrKind.INT:
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    if kind is AttrKind.FLOAT:
+        return ir.FloatAttr.get_f64(value)
+    if kind is AttrKind.BOOL:
+        return ir.BoolAttr.get(value)
+    if kind is AttrKind.STR:
+        return ir.StringAttr.get(value)
+    if kind is AttrKind.INTS:
+        return ir.DenseI64ArrayAttr.get(list(value))
+    if kind is AttrKind.DTYPE:
+        return ir.TypeAttr.get(element_type(value))
+    if kind is AttrKind.DENSE:
+        return _dense(np.asarray(value))
+    raise AssertionError(kind)
+
+
+def _attr_from_mlir(op: Op, decl: Attr, attr: ir.Attribute) -> Any:
+    kind = decl.kind
+    try:
+        if kind is AttrKind.INT and isinstance(attr, ir.IntegerAttr) and not isinstance(attr, ir.BoolAttr):
+            return ir.IntegerAttr(attr).value
+        if kind is AttrKind.FLOAT and isinstance(attr, ir.FloatAttr):
+            return ir.FloatAttr(attr).value
+        if kind is AttrKind.BOOL and isinstance(attr, ir.BoolAttr):
+            return ir.BoolAttr(attr).value
+        if kind is AttrKind.STR and isinstance(attr, ir.StringAttr):
+            return ir.StringAttr(attr).value
+        if kind is AttrKind.INTS and isinstance(attr, ir.DenseI64ArrayAttr):
+            return tuple(ir.DenseI64ArrayAttr(attr))
+        if kind is AttrKind.DTYPE and isinstance(attr, ir.TypeAttr):
+            return dtype_of(ir.TypeAttr(attr).value)
+        if kind is AttrKind.DENSE and isinstance(attr, ir.DenseElementsAttr):
+            return _dense_value(ir.DenseElementsAttr(attr))
+    except TypeError as exc:
+        raise OpError(f"{op.name}: attribute '{decl.name}': {exc}") from None
+    raise OpError(f"{op.name}: attribute '{decl.name}' expects {_mlir_kind(decl)}, got {attr}")
+
+
+def _mlir_kind(decl: Attr) -> str:
+    return {AttrKind.INT: "an i64 integer attribute", AttrKind.FLOAT: "an f64 float attribute",
+            AttrKind.BOOL: "a bool attribute", AttrKind.STR: "a string attribute",
+            AttrKind.INTS: "an array<i64: ...> attribute", AttrKind.DTYPE: "a type attribute",
+            AttrKind.DENSE: "a dense elements attribute"}[decl.kind]
+
+
+def _dense_value(attr: ir.DenseElementsAttr) -> np.ndarray:
+    shaped = ir.RankedTensorType(attr.type)
+    dtype = dtype_of(shaped.element_type)
+    shape = tuple(shaped.get_dim_size(i) for i in range(shaped.rank))
+    if dtype is dt.bfloat16:
+        return _bf16_from_text(str(attr), shape)
+    if attr.is_splat:
+        splat = attr.get_splat_value()
+        if dtype.is_floating_point:
+            v: Any = ir.FloatAttr(splat).value
+        elif dtype.is_bool:
+            v = bool(ir.IntegerAttr(splat).value)
+        else:
+            v = ir.IntegerAttr(splat).value
+        return np.full(shape, v, dtype=dtype.np_dtype)
+    return np.array(attr).astype(dtype.np_dtype).reshape(shape)
+
+
+def _bf16_from_text(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    # The bindings cannot read bf16 elements back (no buffer, no element access), so the
+    # attribute's printed form is decoded: decimal values, hex bit patterns, or one hex blob.
+    body = text[text.index("<") + 1:text.rindex("> :")]
+    if body.startswith('"0x'):
+        raw = bytes.fromhex(body[3:-1])
+        bits = np.frombuffer(raw, dtype="<u2")
+    else:
+        tokens = re.findall(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)", body)
+        bits = np.array([int(t, 16) if t.startswith("0x") else
+                         np.array(float(t), np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+                         for t in tokens], dtype=np.uint16)
+    if bits.size == 1:
+        bits = np.full(shape, bits[0], dtype=np.uint16)
+    return bits.view(ml_dtypes.bfloat16).reshape(shape)
+
+
+# --- emission --------------------------------------------------------------------------------
+
+def _location(loc: SourceLoc | None) -> ir.Location:
+    if loc is None:
+        return ir.Location.unknown()
+    return ir.Location.file(loc.file, loc.line, loc.col)
+
+
+def _emit_graph(graph: Graph) -> None:
+    in_types = [tensor_type(v.type) for v in graph.inputs]
+    out_types = [tensor_type(v.type) for v in graph.outputs]
+    fn = func.FuncOp(graph.name, (in_types, out_types))
+    block = fn.add_entry_block()
+    values: dict[int, ir.Value] = {id(v): block.arguments[i] for i, v in enumerate(graph.inputs)}
+    with ir.InsertionPoint(block):
+        for node in graph.nodes:
+            op = lookup(node.op)
+            operands = [values[id(v)] for v in node.inputs if v is not None]
+            attrs = {a.name: _attr_to_mlir(a, node.attrs[a.name])
+                     for a in op.attributes if node.attrs.get(a.name) is not None}
+            if any(o.optional for o in op.operands):
+                attrs[SEGMENTS] = ir.DenseI32ArrayAttr.get([0 if v is None else 1 for v in node.inputs])
+            created = ir.Operation.create(node.op, results=[tensor_type(r.type) for r in node.results],
+                                          operands=operands, attributes=attrs, loc=_location(node.loc))
+            for r, mlir_value in zip(node.results, created.results):
+                values[id(r)] = mlir_value
+        func.ReturnOp([values[id(v)] for v in graph.outputs])
+
+
+def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
+    """An MLIR module holding one ``func.func`` per graph."""
+    graphs = [graphs] if isinstance(graphs, Graph) else list(graphs)
+    ctx = _ir.context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        with ir.InsertionPoint(module.body):
+            for g in graphs:
+                _emit_graph(g)
+    return module
+
+
+def print_module(module: ir.Module, *, debuginfo: bool = False) -> str:
+    """The module as MLIR text (tp ops in generic form)."""
+    return module.operation.get_asm(enable_debug_info=debuginfo)
+
+
+# --- parsing and verification ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem, located like MLIR's diagnostics."""
+
+    location: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.severity}: {self.message}"
+
+
+class DiagnosticError(ValueError):
+    """MLIR that does not parse or does not verify; ``diagnostics`` lists every problem."""
+
+    def __init__(self, diagnostics: Sequence[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+def _loc_text(loc: ir.Location, filename: str) -> str:
+    text = str(loc)  # loc("file":line:col) or loc(unknown) or nested forms
+    m = re.search(r'"([^"]*)":(\d+):(\d+)', text)
+    if m:
+        name = filename if m.group(1) == "-" else m.group(1)
+        return f"{name}:{m.group(2)}:{m.group(3)}"
+    return filename
+
+
+def _operand_slots(op: Op, mlir_op: ir.Operation) -> list[Any]:
+    """Operands in declaration order with ``None`` for absent optional ones."""
+    operands = list(mlir_op.operands)
+    if SEGMENTS not in mlir_op.attributes:
+        if any(o.optional for o in op.operands):
+            raise OpError(f"{op.name}: missing '{SEGMENTS}' attribute (this op has optional operands)")
+        return operands
+    sizes = list(ir.DenseI32ArrayAttr(mlir_op.attributes[SEGMENTS]))
+    if len(sizes) != len(op.operands) or sum(sizes) != len(operands) or any(s not in (0, 1) for s in sizes):
+        raise OpError(f"{op.name}: '{SEGMENTS}' {sizes} does not match the {len(operands)} operands and "
+                      f"the declaration ({', '.join(o.name for o in op.operands)})")
+    it = iter(operands)
+    return [next(it) if s else None for s in sizes]
+
+
+def _verify_op(mlir_op: ir.Operation) -> tuple[Op, list[Any], dict[str, Any]]:
+    """Check one tp op against its declaration; returns (op, operand slots, attrs)."""
+    op = lookup(mlir_op.name)
+    slots = _operand_slots(op, mlir_op)
+    raw: dict[str, Any] = {}
+    for name in list(mlir_op.attributes):
+        name = name if isinstance(name, str) else name.name
+        if name == SEGMENTS:
+            continue
+        try:
+            decl = op.attr(name)
+        except KeyError:
+            valid = ", ".join(a.name for a in op.attributes) or "none"
+            raise OpError(f"{op.name}: unknown attribute '{name}'; valid attributes: {valid}") from None
+        raw[name] = _attr_from_mlir(op, decl, mlir_op.attributes[name])
+    attrs = op.normalize_attrs(raw)
+    types = [None if v is None else tensor_type_of(v.type) for v in slots]
+    inferred = op.verify(types, attrs)
+    results = [tensor_type_of(r.type) for r in mlir_op.results]
+    if len(results) != len(inferred):
+        raise OpError(f"{op.name}: expected {len(inferred)} result(s), got {len(results)}")
+    for i, (got, want) in enumerate(zip(results, inferred)):
+        if got.dtype is not want.dtype or not _shapes_compatible(got.shape, want.shape):
+            raise OpError(f"{op.name}: result {i} has type {got}, but the operands give {want}")
+    return op, slots, attrs
+
+
+def _shapes_compatible(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    return all(x is None or y is None or not isinstance(y, (int, np.integer)) or x == y
+               for x, y in zip(a, b))
+
+
+def _walk_tp_ops(module: ir.Module) -> Iterable[ir.Operation]:
+    out: list[ir.Operation] = []
+
+    def visit(op: ir.OpView) -> ir.WalkResult:
+        if op.operation.name.startswith("tp."):
+            out.append(op.operation)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return out
+
+
+def verify_module(module: ir.Module, filename: str = "<input>") -> list[Diagnostic]:
+    """Registry verification of every tp op in ``module``; an empty list when all is well."""
+    diags: list[Diagnostic] = []
+    for mlir_op in _walk_tp_ops(module):
+        try:
+            _verify_op(mlir_op)
+        except (OpError, TypeError, ValueError) as exc:
+            diags.append(Diagnostic(_loc_text(mlir_op.location, filename), str(exc)))
+    return diags
+
+
+def parse(text: str, filename: str = "<input>", *, verify: bool = True) -> ir.Module:
+    """Parse MLIR text; upstream verification, then the registry's for every tp op.
+    Raises DiagnosticError listing every problem with its location."""
+    ctx = _ir.context()
+    captured: list[Diagnostic] = []
+
+    def handler(d: ir.Diagnostic) -> bool:
+        captured.append(Diagnostic(_loc_text(d.location, filename), str(d.message),
+                                   str(d.severity).rsplit(".", 1)[-1].lower()))
+        return True
+
+    with ctx:
+        h = ctx.attach_diagnostic_handler(handler)
+        try:
+            module = ir.Module.parse(text)
+        except ir.MLIRError as exc:
+            captured = [Diagnostic(_loc_text(d.location, filename), str(d.message))
+                        for d in exc.error_diagnostics] or captured or [Diagnostic(filename, str(exc))]
+            raise DiagnosticError([d for d in captured if d.severity == "error"] or captured) from None
+        finally:
+            h.detach()
+    if verify:
+        diags = verify_module(module, filename)
+        if diags:
+            raise DiagnosticError(diags)
+    return module
+
+
+def _source_loc(loc: ir.Location) -> SourceLoc | None:
+    m = re.search(r'"([^"]*)":(\d+):(\d+)', str(loc))
+    return SourceLoc(m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def to_graphs(module: ir.Module) -> list[Graph]:
+    """The graphs of a verified module (functions whose bodies are tp ops)."""
+    graphs = []
+    for fn in module.body.operations:
+        if fn.operation.name != "func.func":
+            continue
+        f = fn.operation
+        g = Graph(ir.StringAttr(f.attributes["sym_name"]).value)
+        block = f.regions[0].blocks[0]
+        values: dict[Any, Value] = {}
+        for arg in block.arguments:
+            values[arg] = g.add_input(tensor_type_of(arg.type))
+        for mlir_op in block.operations:
+            name = mlir_op.operation.name
+            if name == "func.return":
+                g.set_outputs([values[v] for v in mlir_op.operands])
+                continue
+            if not name.startswith("tp."):
+                raise OpError(f"{name}: only tp ops can be read back into a graph")
+            op, slots, attrs = _verify_op(mlir_op.operation)
+            results = g.add(op.name, [None if s is None else values[s] for s in slots], attrs,
+                            _source_loc(mlir_op.location))
+            for r, mlir_value in zip(results, mlir_op.results):
+                # the text's declared types win over inference (they may be more static)
+                r.type = tensor_type_of(mlir_value.type)
+                values[mlir_value] = r
+        graphs.append(g)
+    return graphs
