@@ -1,0 +1,234 @@
+"""tp-level transforms: verification, dead-code elimination, common-subexpression
+elimination and canonicalization (constant folding through the reference implementations
+plus algebraic identities). Upstream cse/canonicalize leave tp ops alone because they are
+unregistered, so tp needs its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..dialects.ir import ir
+from ..dialects.tp import mlir as M
+from ..dialects.tp.registry import lookup
+from .registry import Pass, PassFailure, register_pass, register_pipeline
+
+__all__ = ["TpVerify", "TpDce", "TpCse", "TpCanonicalize"]
+
+
+def _blocks(module: ir.Operation) -> Iterator[ir.Block]:
+    found: list[ir.Block] = []
+
+    def visit(op: ir.OpView) -> ir.WalkResult:
+        for region in op.operation.regions:
+            for block in region.blocks:
+                found.append(block)
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+    return iter(found)
+
+
+def _is_tp(op: ir.Operation) -> bool:
+    return op.name.startswith("tp.")
+
+
+def _has_uses(op: ir.Operation) -> bool:
+    return any(True for r in op.results for _ in r.uses)
+
+
+@register_pass
+class TpVerify(Pass):
+    """Verify every tp op against its registry declaration (operands, attributes, result types)."""
+
+    name = "tp-verify"
+
+    def run(self, module: ir.Operation) -> None:
+        diags = M.verify_module(module)
+        if diags:
+            raise PassFailure("\n".join(str(d) for d in diags))
+
+
+@register_pass
+class TpDce(Pass):
+    """Erase tp ops whose results are unused (tp ops have no side effects)."""
+
+    name = "tp-dce"
+
+    def run(self, module: ir.Operation) -> None:
+        for block in _blocks(module):
+            for op in reversed(list(block.operations)):
+                op = op.operation
+                if _is_tp(op) and not _has_uses(op):
+                    op.erase()
+
+
+def _attr_key(op: ir.Operation) -> tuple:
+    return tuple(sorted((n if isinstance(n, str) else n.name, str(op.attributes[n if isinstance(n, str) else n.name]))
+                        for n in op.attributes))
+
+
+@register_pass
+class TpCse(Pass):
+    """Merge tp ops with the same name, operands, attributes and result types."""
+
+    name = "tp-cse"
+
+    def run(self, module: ir.Operation) -> None:
+        for block in _blocks(module):
+            seen: dict[tuple, ir.Operation] = {}
+            for op in list(block.operations):
+                op = op.operation
+                if not _is_tp(op):
+                    continue
+                key = (op.name, tuple(op.operands), _attr_key(op), tuple(str(r.type) for r in op.results))
+                prev = seen.get(key)
+                if prev is None:
+                    seen[key] = op
+                    continue
+                for old, new in zip(op.results, prev.results):
+                    old.replace_all_uses_with(new)
+                op.erase()
+
+
+def _constant_value(value: ir.Value) -> np.ndarray | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block) or not hasattr(owner, "name"):
+        return None
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name != "tp.constant":
+        return None
+    return M._dense_value(op.attributes["value"])
+
+
+def _is_splat_of(value: ir.Value, number: float) -> bool:
+    c = _constant_value(value)
+    return c is not None and c.size > 0 and bool(np.all(c.astype(np.float64) == number))
+
+
+def _same_type(a: ir.Value, b: ir.Value) -> bool:
+    return str(a.type) == str(b.type)
+
+
+@register_pass
+class TpCanonicalize(Pass):
+    """Fold tp ops over constants and simplify identities (x+0, x*1, double transpose, ...)."""
+
+    name = "tp-canonicalize"
+    max_iterations: int = 10
+    fold_limit: int = 1 << 16
+
+    def run(self, module: ir.Operation) -> None:
+        for _ in range(self.max_iterations):
+            changed = False
+            for block in _blocks(module):
+                for op in list(block.operations):
+                    op = op.operation
+                    if _is_tp(op) and self._rewrite(op):
+                        changed = True
+            TpDce().run(module)
+            if not changed:
+                return
+
+    # each rule returns True when it replaced ``op``
+    def _rewrite(self, op: ir.Operation) -> bool:
+        return self._fold(op) or self._identity(op)
+
+    def _replace(self, op: ir.Operation, value: ir.Value) -> bool:
+        op.results[0].replace_all_uses_with(value)
+        return True
+
+    def _fold(self, op: ir.Operation) -> bool:
+        if op.name == "tp.constant" or not len(op.operands):
+            return False
+        arrays = [_constant_value(v) for v in op.operands]
+        if any(a is None for a in arrays):
+            return False
+        result_types = [M.tensor_type_of(r.type) for r in op.results]
+        if any(not t.has_static_shape or t.numel() > self.fold_limit for t in result_types):
+            return False
+        opdef, slots, attrs = M._verify_op(op)
+        slot_arrays = []
+        it = iter(arrays)
+        for s in slots:
+            slot_arrays.append(None if s is None else next(it))
+        try:
+            outs = opdef.evaluate(slot_arrays, attrs, result_types)
+        except Exception:  # noqa: BLE001 - an op that fails on these values stays for run time
+            return False
+        with ir.InsertionPoint(op), op.location:
+            for r, value in zip(op.results, outs):
+                const = ir.Operation.create("tp.constant", results=[r.type],
+                                            attributes={"value": M._dense(value)})
+                r.replace_all_uses_with(const.results[0])
+        return True
+
+    def _identity(self, op: ir.Operation) -> bool:
+        name = op.name
+        ops = list(op.operands)
+        out = op.results[0] if len(op.results) == 1 else None
+        if out is None:
+            return False
+        if name in ("tp.add", "tp.sub") and _is_splat_of(ops[1], 0) and _same_type(ops[0], out):
+            return self._replace(op, ops[0])
+        if name == "tp.add" and _is_splat_of(ops[0], 0) and _same_type(ops[1], out):
+            return self._replace(op, ops[1])
+        if name in ("tp.mul", "tp.div", "tp.pow") and _is_splat_of(ops[1], 1) and _same_type(ops[0], out):
+            return self._replace(op, ops[0])
+        if name == "tp.mul" and _is_splat_of(ops[0], 1) and _same_type(ops[1], out):
+            return self._replace(op, ops[1])
+        if name in ("tp.cast", "tp.reshape", "tp.broadcast_to") and _same_type(ops[0], out):
+            return self._replace(op, ops[0])
+        if name == "tp.permute":
+            dims = tuple(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+            if dims == tuple(range(len(dims))):
+                return self._replace(op, ops[0])
+        producer = _producer(ops[0]) if ops else None
+        if producer is None:
+            return False
+        if name == "tp.neg" and producer.name == "tp.neg":
+            return self._replace(op, producer.operands[0])
+        if name == "tp.permute" and producer.name == "tp.permute":
+            outer = tuple(ir.DenseI64ArrayAttr(op.attributes["dims"]))
+            inner = tuple(ir.DenseI64ArrayAttr(producer.attributes["dims"]))
+            composed = [inner[d] for d in outer]
+            return self._recreate(op, "tp.permute", producer.operands[0], {"dims": composed})
+        if name == "tp.reshape" and producer.name == "tp.reshape":
+            shape = list(ir.DenseI64ArrayAttr(op.attributes["shape"]))
+            return self._recreate(op, "tp.reshape", producer.operands[0], {"shape": shape})
+        if name == "tp.cast" and producer.name == "tp.cast":
+            src = M.tensor_type_of(producer.operands[0].type).dtype
+            mid = M.tensor_type_of(producer.results[0].type).dtype
+            dst = M.tensor_type_of(out.type).dtype
+            if src is dst and _widens(src, mid):
+                return self._replace(op, producer.operands[0])
+        return False
+
+    def _recreate(self, op: ir.Operation, name: str, operand: ir.Value, attrs: dict) -> bool:
+        opdef = lookup(name)
+        with ir.InsertionPoint(op), op.location:
+            mlir_attrs = {a.name: M._attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
+            new = ir.Operation.create(name, results=[op.results[0].type], operands=[operand],
+                                      attributes=mlir_attrs)
+        return self._replace(op, new.results[0])
+
+
+def _producer(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if hasattr(owner, "operation") else owner
+
+
+def _widens(src, mid) -> bool:
+    """Converting ``src`` to ``mid`` and back is exact."""
+    if src.category != mid.category:
+        return False
+    if src.is_floating_point:
+        return mid.bits > src.bits or src is mid
+    return mid.bits >= src.bits and (mid.is_signed or not src.is_signed)
+
+
+register_pipeline("tp-optimize", "tp-verify,tp-canonicalize,tp-cse,tp-dce",
+                  "Verify, fold, simplify and deduplicate tp ops")
