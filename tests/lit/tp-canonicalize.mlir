@@ -1,0 +1,72 @@
+// RUN: tpc-opt %s -p tp-canonicalize | filecheck %s
+
+// CHECK-LABEL: func.func @add_zero
+func.func @add_zero(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK-NEXT: return %arg0 : tensor<2x3xf32>
+  %c = "tp.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %0 = "tp.add"(%a, %c) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @mul_one_keeps_broadcasting_ops
+func.func @mul_one_keeps_broadcasting_ops(%a: tensor<3xf32>) -> tensor<2x3xf32> {
+  // x * ones(2, 3) changes the shape, so it stays
+  // CHECK-NEXT: %[[C:.*]] = "tp.constant"
+  // CHECK-NEXT: %[[M:.*]] = "tp.mul"(%arg0, %[[C]])
+  // CHECK-NEXT: return %[[M]]
+  %c = "tp.constant"() {value = dense<1.0> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %0 = "tp.mul"(%a, %c) : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @fold_constants
+func.func @fold_constants() -> tensor<2xf32> {
+  // CHECK-NEXT: %[[C:.*]] = "tp.constant"() {value = dense<[3.000000e+00, 5.000000e+00]> : tensor<2xf32>}
+  // CHECK-NEXT: return %[[C]]
+  %a = "tp.constant"() {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %b = "tp.constant"() {value = dense<[2.0, 3.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %0 = "tp.add"(%a, %b) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// CHECK-LABEL: func.func @double_transpose
+func.func @double_transpose(%a: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
+  // CHECK-NEXT: return %arg0
+  %0 = "tp.permute"(%a) {dims = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  %1 = "tp.permute"(%0) {dims = array<i64: 1, 2, 0>} : (tensor<4x2x3xf32>) -> tensor<2x3x4xf32>
+  return %1 : tensor<2x3x4xf32>
+}
+
+// CHECK-LABEL: func.func @reshape_chain
+func.func @reshape_chain(%a: tensor<2x3x4xf32>) -> tensor<4x6xf32> {
+  // CHECK-NEXT: %[[R:.*]] = "tp.reshape"(%arg0) {shape = array<i64: 4, 6>}
+  // CHECK-NEXT: return %[[R]]
+  %0 = "tp.reshape"(%a) {shape = array<i64: 6, 4>} : (tensor<2x3x4xf32>) -> tensor<6x4xf32>
+  %1 = "tp.reshape"(%0) {shape = array<i64: 4, 6>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  return %1 : tensor<4x6xf32>
+}
+
+// CHECK-LABEL: func.func @noop_cast_and_broadcast
+func.func @noop_cast_and_broadcast(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK-NEXT: return %arg0
+  %0 = "tp.cast"(%a) {dtype = f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = "tp.broadcast_to"(%0) {shape = array<i64: 2, 3>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %1 : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: func.func @widening_cast_round_trip
+func.func @widening_cast_round_trip(%a: tensor<2xf16>) -> tensor<2xf16> {
+  // CHECK-NEXT: return %arg0
+  %0 = "tp.cast"(%a) {dtype = f32} : (tensor<2xf16>) -> tensor<2xf32>
+  %1 = "tp.cast"(%0) {dtype = f16} : (tensor<2xf32>) -> tensor<2xf16>
+  return %1 : tensor<2xf16>
+}
+
+// CHECK-LABEL: func.func @narrowing_cast_round_trip_stays
+func.func @narrowing_cast_round_trip_stays(%a: tensor<2xf32>) -> tensor<2xf32> {
+  // CHECK-NEXT: "tp.cast"(%arg0) {dtype = f16}
+  // CHECK-NEXT: "tp.cast"
+  %0 = "tp.cast"(%a) {dtype = f16} : (tensor<2xf32>) -> tensor<2xf16>
+  %1 = "tp.cast"(%0) {dtype = f32} : (tensor<2xf16>) -> tensor<2xf32>
+  return %1 : tensor<2xf32>
+}
