@@ -16,9 +16,31 @@ GOOD = """func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {
 """
 
 
-def tpc_opt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+def tpc_opt_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """tpc-opt in a fresh interpreter, as users run it."""
     return subprocess.run([sys.executable, "-m", "tensorplay.tools.tpc_opt", *args], input=stdin,
                           capture_output=True, text=True)
+
+
+def tpc_opt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """tpc-opt's main() in this process (same behaviour, no interpreter start-up)."""
+    import contextlib
+    import io
+
+    from tensorplay.tools.tpc_opt import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = io.StringIO(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(args))
+            except SystemExit as exc:  # argparse exits for --version
+                rc = exc.code or 0
+    finally:
+        sys.stdin = old_stdin
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
 def test_reads_stdin_and_runs_a_pipeline():
@@ -48,7 +70,7 @@ def test_invalid_input_prints_diagnostic_and_exits_1_without_traceback(tmp_path)
     src = tmp_path / "bad.mlir"
     src.write_text(GOOD.replace('"tp.add"(%0, %1) : (tensor<2xf32>, tensor<2xf32>)',
                                 '"tp.add"(%0, %1, %1) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>)'))
-    proc = tpc_opt(str(src))
+    proc = tpc_opt_process(str(src))
     assert proc.returncode == 1
     assert f"{src}:4:8: error: tp.add: expected 2 operand(s)" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -104,5 +126,5 @@ def test_failing_pipeline_from_python_names_pass_and_writes_reproducer():
     assert err.pass_name == "no-such-pass"
     assert "reproduce with: tpc-opt" in str(err)
     path = str(err).split("the input IR of that pass is in ")[1].split()[0]
-    replay = tpc_opt(path, "-p", "no-such-pass")
+    replay = tpc_opt_process(path, "-p", "no-such-pass")
     assert replay.returncode == 1
