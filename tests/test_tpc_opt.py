@@ -90,9 +90,10 @@ def test_unknown_pass_option_is_an_error():
 
 def test_print_ir_after_all_and_after_one_pass():
     proc = tpc_opt("-p", "tp-cse,tp-dce", "--mlir-print-ir-after-all", stdin=GOOD)
-    assert "IR Dump After tp-cse" in proc.stdout and "IR Dump After tp-dce" in proc.stdout
+    assert "IR Dump After tp-cse" in proc.stderr and "IR Dump After tp-dce" in proc.stderr
+    assert "IR Dump" not in proc.stdout and '"tp.add"' in proc.stdout
     proc = tpc_opt("-p", "tp-cse,tp-dce", "--print-ir-after=tp-dce", stdin=GOOD)
-    assert "IR Dump After tp-dce" in proc.stdout and "IR Dump After tp-cse" not in proc.stdout
+    assert "IR Dump After tp-dce" in proc.stderr and "IR Dump After tp-cse" not in proc.stderr
 
 
 def test_list_passes_and_version():

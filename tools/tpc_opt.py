@@ -115,8 +115,9 @@ def _process(chunk: _Chunk, filename: str, args: argparse.Namespace, out: list[s
 
     def after(step: str, mod) -> None:
         if args.mlir_print_ir_after_all or step in args.print_ir_after:
-            out.append(f"// -----// IR Dump After {step} //----- //\n"
-                       + M.print_module(mod, debuginfo=args.mlir_print_debuginfo))
+            # as mlir-opt: dumps go to stderr, the result to the output
+            sys.stderr.write(f"// -----// IR Dump After {step} //----- //\n"
+                             + M.print_module(mod, debuginfo=args.mlir_print_debuginfo))
 
     if pipeline:
         try:
