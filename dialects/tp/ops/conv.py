@@ -1,0 +1,411 @@
+"""Convolution, pooling and padding ops over NCHW tensors.
+
+The ops take explicit, fully normalized geometry (per-dim stride, dilation, padding); the
+frontend resolves PyTorch's conveniences (ints for pairs, ``padding='same'``, unbatched
+CHW inputs, the reversed pad tuple of ``F.pad``). Output sizes follow PyTorch: floor
+division, and with ``ceil_mode`` the last window must start inside the input or its left
+padding.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..errors import AttributeError_, DTypeError, ShapeError
+from ..registry import Attr, AttrKind, Op, Operand, register
+from ..shapes import format_shape
+from ..types import Dim, TensorType
+from ._common import compute_np_dtype
+from .elementwise import cast_array
+
+__all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "pool_output_size"]
+
+
+def _sizes(shape: tuple[Dim, ...]) -> str:
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
+def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
+             dilation: tuple[int, int], out: tuple[int, int]) -> np.ndarray:
+    """A read-only (N, C, outH, outW, kH, kW) view of the windows of an NCHW array."""
+    s = x.strides
+    shape = x.shape[:2] + tuple(out) + tuple(kernel)
+    strides = (s[0], s[1], s[2] * stride[0], s[3] * stride[1], s[2] * dilation[0], s[3] * dilation[1])
+    return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+
+
+def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
+                     ceil_mode: bool) -> int:
+    """PyTorch's pooling output size along one dim (symmetric padding ``pad``)."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
+    out = span // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1  # the last window would start in the right padding
+    return out
+
+
+class _Spatial(Op):
+    """Family base: checks shared by the NCHW ops."""
+
+    family = "conv"
+
+    def ints(self, attrs: dict[str, Any], name: str, length: int, minimum: int, what: str) -> tuple[int, ...]:
+        values = attrs[name]
+        if len(values) != length:
+            raise self.error(AttributeError_, f"attribute '{name}' needs {length} ints, got "
+                                              f"{list(values)}")
+        if any(v < minimum for v in values):
+            raise self.error(AttributeError_, f"{what}, but got {name}={list(values)}")
+        return values
+
+    def check_input(self, t: TensorType) -> None:
+        if t.rank != 4:
+            raise self.error(ShapeError, f"expected a 4-D (N, C, H, W) input, got input of size: "
+                                         f"{format_shape(t.shape)}")
+
+
+@register
+class Conv2d(_Spatial):
+    """2-D cross-correlation of an NCHW ``input`` with an (O, C/groups, kH, kW) ``weight``, plus ``bias``.
+
+    ``padding`` is explicit per side as ``(top, left, bottom, right)``. Operands share one
+    dtype (floats or ints; half types accumulate in float32, integers wrap around).
+    """
+
+    name = "tp.conv2d"
+    operands = (Operand("input"), Operand("weight"), Operand("bias", optional=True))
+    attributes = (
+        Attr("stride", AttrKind.INTS, (1, 1), doc="(sH, sW)"),
+        Attr("padding", AttrKind.INTS, (0, 0, 0, 0), doc="(top, left, bottom, right)"),
+        Attr("dilation", AttrKind.INTS, (1, 1), doc="(dH, dW)"),
+        Attr("groups", AttrKind.INT, 1),
+    )
+
+    def infer(self, types, attrs):
+        x, w, b = types
+        self.check_input(x)
+        if w.rank != 4:
+            raise self.error(ShapeError, f"expected a 4-D (O, C/groups, kH, kW) weight, got weight "
+                                         f"of size {format_shape(w.shape)}")
+        if x.dtype is not w.dtype:
+            raise self.error(DTypeError, f"Input type ({x.dtype.name}) and weight type "
+                                         f"({w.dtype.name}) should be the same")
+        if b is not None and b.dtype is not x.dtype:
+            raise self.error(DTypeError, f"Input type ({x.dtype.name}) and bias type "
+                                         f"({b.dtype.name}) should be the same")
+        if x.dtype.is_bool:
+            raise self.error(DTypeError, "not implemented for dtype bool")
+        stride = self.ints(attrs, "stride", 2, 1, "non-positive stride is not supported")
+        pad = self.ints(attrs, "padding", 4, 0, "negative padding is not supported")
+        dilation = self.ints(attrs, "dilation", 2, 1, "dilation should be greater than zero")
+        groups = attrs["groups"]
+        if groups < 1:
+            raise self.error(AttributeError_, f"non-positive groups is not supported, got "
+                                              f"groups={groups}")
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        if o is not None and o < groups:
+            raise self.error(ShapeError, f"Given groups={groups}, expected weight to be at least "
+                                         f"{groups} at dimension 0, but got weight of size "
+                                         f"{format_shape(w.shape)} instead")
+        if o is not None and o % groups:
+            raise self.error(ShapeError, f"Given groups={groups}, expected weight to be divisible "
+                                         f"by {groups} at dimension 0, but got weight of size "
+                                         f"{format_shape(w.shape)} instead")
+        if c is not None and cg is not None and c != cg * groups:
+            raise self.error(ShapeError, f"Given groups={groups}, weight of size "
+                                         f"{format_shape(w.shape)}, expected input"
+                                         f"{format_shape(x.shape)} to have {cg * groups} channels, "
+                                         f"but got {c} channels instead")
+        if b is not None and (b.rank != 1 or (o is not None and b.shape[0] not in (o, None))):
+            raise self.error(ShapeError, f"Given weight of size {format_shape(w.shape)}, expected "
+                                         f"bias to be 1-dimensional with {o} elements, but got bias "
+                                         f"of size {format_shape(b.shape)} instead")
+        out = []
+        padded = []
+        for size, k, s, d, lo, hi in ((h, kh, stride[0], dilation[0], pad[0], pad[2]),
+                                      (wd, kw, stride[1], dilation[1], pad[1], pad[3])):
+            if size is None or k is None:
+                padded.append(None)
+                out.append(None)
+                continue
+            padded.append(size + lo + hi)
+            out.append((size + lo + hi - d * (k - 1) - 1) // s + 1)
+        if any(p is not None and p < d * (k - 1) + 1
+               for p, k, d in zip(padded, (kh, kw), dilation)):
+            kernel = tuple(None if k is None else d * (k - 1) + 1 for k, d in zip((kh, kw), dilation))
+            raise self.error(ShapeError, f"Calculated padded input size per channel: "
+                                         f"({' x '.join(map(str, padded))}). Kernel size: "
+                                         f"({' x '.join(map(str, kernel))}). Kernel size can't be "
+                                         f"greater than actual input size")
+        return (TensorType((n, o, out[0], out[1]), x.dtype),)
+
+    def reference(self, arrays, attrs):
+        x, w, b = arrays
+        cdt = compute_np_dtype(dt.from_numpy_dtype(x.dtype))
+        top, left, bottom, right = attrs["padding"]
+        x = np.pad(x.astype(cdt, copy=False), ((0, 0), (0, 0), (top, bottom), (left, right)))
+        w = w.astype(cdt, copy=False)
+        (sh, sw), (dh, dw), g = attrs["stride"], attrs["dilation"], attrs["groups"]
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
+        win = _windows(x, (kh, kw), (sh, sw), (dh, dw), (oh, ow))
+        # im2col per group: (g, N*oh*ow, C/g*kh*kw) @ (g, C/g*kh*kw, O/g)
+        cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
+        cols = cols.reshape(g, n * oh * ow, cg * kh * kw)
+        kernels = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)
+        out = np.matmul(cols, kernels).reshape(g, n, oh, ow, o // g)
+        out = out.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+        if b is not None:
+            out = out + b.astype(cdt, copy=False).reshape(1, o, 1, 1)
+        return out
+
+
+class _Pool2d(_Spatial):
+    """Family base of the pooling ops: window geometry, checks and output size."""
+
+    operands = (Operand("input"),)
+    has_dilation = False
+
+    def geometry(self, t: TensorType, attrs: dict[str, Any]) -> tuple[Dim, Dim]:
+        self.check_input(t)
+        kernel = self.ints(attrs, "kernel_size", 2, 1, "kernel size should be greater than zero")
+        stride = self.ints(attrs, "stride", 2, 1, "stride should be greater than zero")
+        pad = self.ints(attrs, "padding", 2, 0, "pad must be non-negative")
+        dilation = self.ints(attrs, "dilation", 2, 1, "dilation should be greater than zero") \
+            if self.has_dilation else (1, 1)
+        if any(2 * p > k for p, k in zip(pad, kernel)):
+            raise self.error(AttributeError_, f"pad should be at most half of kernel size, but got "
+                                              f"padding={list(pad)} and kernel_size={list(kernel)}")
+        n, c, h, w = t.shape
+        if any(d == 0 for d in (c, h, w)):
+            raise self.error(ShapeError, f"expected an input with non-zero channels, height and "
+                                         f"width (only the batch may be empty), but got "
+                                         f"{format_shape(t.shape)}")
+        out = tuple(None if size is None else
+                    pool_output_size(size, k, s, p, d, attrs["ceil_mode"])
+                    for size, k, s, p, d in zip((h, w), kernel, stride, pad, dilation))
+        if any(o is not None and o < 1 for o in out):
+            raise self.error(ShapeError, f"Given input size: ({_sizes((c, h, w))}). Calculated "
+                                         f"output size: ({_sizes((c,) + out)}). Output size is "
+                                         f"too small")
+        return out
+
+    def padded_windows(self, x: np.ndarray, attrs: dict[str, Any], fill: Any,
+                       out: tuple[int, int]) -> np.ndarray:
+        """Windows of ``x`` padded with ``fill``, extended on the right as far as ceil mode needs."""
+        kernel, stride, pad = attrs["kernel_size"], attrs["stride"], attrs["padding"]
+        dilation = attrs["dilation"] if self.has_dilation else (1, 1)
+        widths = [(0, 0), (0, 0)]
+        for size, o, k, s, p, d in zip(x.shape[2:], out, kernel, stride, pad, dilation):
+            reach = (o - 1) * s + d * (k - 1) + 1
+            widths.append((p, max(reach - size - p, 0)))
+        xp = np.pad(x, widths, constant_values=fill)
+        return _windows(xp, kernel, stride, dilation, out)
+
+    def infer_shape(self, types, attrs) -> tuple[Dim, ...]:
+        t = types[0]
+        return t.shape[:2] + self.geometry(t, attrs)
+
+
+_POOL_ATTRS = (
+    Attr("kernel_size", AttrKind.INTS, doc="(kH, kW)"),
+    Attr("stride", AttrKind.INTS, doc="(sH, sW)"),
+    Attr("padding", AttrKind.INTS, (0, 0), doc="(pH, pW), applied on both sides"),
+)
+
+
+class _MaxPoolBase(_Pool2d):
+    attributes = _POOL_ATTRS + (
+        Attr("dilation", AttrKind.INTS, (1, 1), doc="(dH, dW)"),
+        Attr("ceil_mode", AttrKind.BOOL, False),
+    )
+    has_dilation = True
+
+    def check_dtype(self, t: TensorType) -> None:
+        if t.dtype.is_bool:
+            raise self.error(DTypeError, "not implemented for dtype bool")
+
+    def max_windows(self, x: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+        x = x.astype(compute_np_dtype(dt.from_numpy_dtype(x.dtype)), copy=False)
+        fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+        out = tuple(pool_output_size(size, k, s, p, d, attrs["ceil_mode"]) for size, k, s, p, d in
+                    zip(x.shape[2:], attrs["kernel_size"], attrs["stride"], attrs["padding"],
+                        attrs["dilation"]))
+        return self.padded_windows(x, attrs, fill, out)
+
+
+@register
+class MaxPool2d(_MaxPoolBase):
+    """Maximum over (dilated) windows of an NCHW input; padding never wins and NaN propagates."""
+
+    name = "tp.max_pool2d"
+
+    def infer(self, types, attrs):
+        self.check_dtype(types[0])
+        return (TensorType(self.infer_shape(types, attrs), types[0].dtype),)
+
+    def reference(self, arrays, attrs):
+        return self.max_windows(arrays[0], attrs).max(axis=(4, 5))
+
+
+@register
+class MaxPool2dWithIndices(_MaxPoolBase):
+    """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum."""
+
+    name = "tp.max_pool2d_with_indices"
+    results = ("result", "indices")
+
+    def infer(self, types, attrs):
+        self.check_dtype(types[0])
+        shape = self.infer_shape(types, attrs)
+        return (TensorType(shape, types[0].dtype), TensorType(shape, dt.int64))
+
+    def reference(self, arrays, attrs):
+        x = arrays[0]
+        h, w = x.shape[2:]
+        win = self.max_windows(x, attrs)
+        n, c, oh, ow, kh, kw = win.shape
+        best = win.max(axis=(4, 5))
+        (sh, sw), (ph, pw), (dh, dw) = attrs["stride"], attrs["padding"], attrs["dilation"]
+        rows = np.arange(oh)[:, None] * sh + np.arange(kh)[None, :] * dh - ph  # (oh, kh)
+        cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pw  # (ow, kw)
+        inside = (((rows >= 0) & (rows < h))[:, None, :, None]
+                  & ((cols >= 0) & (cols < w))[None, :, None, :])
+        # the first in-bounds element equal to the maximum (or NaN, which is the maximum)
+        hits = ((win == best[..., None, None]) | (win != win)) & inside
+        first = hits.reshape(n, c, oh, ow, kh * kw).argmax(axis=-1)
+        ki, kj = first // kw, first % kw
+        ih = np.arange(oh)[:, None] * sh + ki * dh - ph
+        iw = np.arange(ow)[None, :] * sw + kj * dw - pw
+        return best, (ih * w + iw).astype(np.int64)
+
+
+@register
+class AvgPool2d(_Pool2d):
+    """Mean over windows of an NCHW input, with PyTorch's divisor rules (padding, ceil mode, override).
+
+    The divisor counts padding when ``count_include_pad`` (never the overhang that ceil
+    mode adds), else only input elements; ``divisor_override`` replaces it. int64 inputs
+    divide with truncation toward zero.
+    """
+
+    name = "tp.avg_pool2d"
+    attributes = _POOL_ATTRS + (
+        Attr("ceil_mode", AttrKind.BOOL, False),
+        Attr("count_include_pad", AttrKind.BOOL, True),
+        Attr("divisor_override", AttrKind.INT, None, optional=True),
+    )
+
+    def infer(self, types, attrs):
+        t = types[0]
+        if not (t.dtype.is_floating_point or t.dtype is dt.int64):
+            raise self.error(DTypeError, f"not implemented for dtype {t.dtype.name}")
+        if attrs["divisor_override"] == 0:
+            raise self.error(AttributeError_, "divisor must be not zero")
+        return (TensorType(self.infer_shape(types, attrs), t.dtype),)
+
+    def reference(self, arrays, attrs):
+        x = arrays[0]
+        cdt = compute_np_dtype(dt.from_numpy_dtype(x.dtype))
+        x = x.astype(cdt, copy=False)
+        sizes = x.shape[2:]
+        out = tuple(pool_output_size(size, k, s, p, 1, attrs["ceil_mode"]) for size, k, s, p in
+                    zip(sizes, attrs["kernel_size"], attrs["stride"], attrs["padding"]))
+        sums = self.padded_windows(x, attrs, 0, out).sum(axis=(4, 5), dtype=cdt)
+        divisor = self.divisors(sizes, out, attrs)
+        if cdt.kind in "iu":
+            quotient = np.abs(sums) // np.abs(divisor)
+            return np.where((sums < 0) != (divisor < 0), -quotient, quotient)
+        return sums / divisor
+
+    @staticmethod
+    def divisors(sizes, out, attrs) -> np.ndarray:
+        """The (outH, outW) divisor of each window."""
+        if attrs["divisor_override"] is not None:
+            return np.full(out, attrs["divisor_override"], np.int64)
+        counts = []
+        for size, o, k, s, p in zip(sizes, out, attrs["kernel_size"], attrs["stride"], attrs["padding"]):
+            start = np.arange(o) * s - p
+            end = np.minimum(start + k, size + p)
+            if attrs["count_include_pad"]:
+                counts.append(end - start)
+            else:
+                counts.append(np.minimum(end, size) - np.maximum(start, 0))
+        return counts[0][:, None] * counts[1][None, :]
+
+
+@register
+class Pad(Op):
+    """Pad each dim by ``low``/``high`` elements (negative amounts crop), with ``value`` or input elements.
+
+    Modes: ``constant`` fills with ``value`` (converted to the input dtype like a cast);
+    ``reflect`` mirrors without repeating the edge; ``replicate`` repeats the edge;
+    ``circular`` wraps around. Reflect and replicate pad before cropping; circular crops
+    first and wraps the cropped tensor, as PyTorch does.
+    """
+
+    name = "tp.pad"
+    family = "conv"
+    operands = (Operand("input"),)
+    attributes = (
+        Attr("low", AttrKind.INTS, doc="elements added before each dim"),
+        Attr("high", AttrKind.INTS, doc="elements added after each dim"),
+        Attr("mode", AttrKind.STR, "constant", choices=("constant", "reflect", "replicate", "circular")),
+        Attr("value", AttrKind.FLOAT, 0.0, doc="fill value of constant mode"),
+    )
+
+    def infer(self, types, attrs):
+        t = types[0]
+        low, high, mode = attrs["low"], attrs["high"], attrs["mode"]
+        if len(low) != t.rank or len(high) != t.rank:
+            raise self.error(AttributeError_, f"'low' and 'high' need one entry per dim ({t.rank}), "
+                                              f"got low={list(low)} and high={list(high)}")
+        if mode in ("reflect", "replicate") and t.dtype.is_bool:
+            raise self.error(DTypeError, f"{mode} padding is not implemented for dtype bool")
+        shape = []
+        for dim, (size, lo, hi) in enumerate(zip(t.shape, low, high)):
+            if size is None:
+                shape.append(None)
+                continue
+            where = (f"padding ({lo}, {hi}) at dimension {dim} of input "
+                     f"{format_shape(t.shape)}")
+            if mode == "reflect" and max(lo, hi) >= size:
+                raise self.error(ShapeError, f"Padding size should be less than the corresponding "
+                                             f"input dimension, but got: {where}")
+            if mode == "replicate" and size == 0 and max(lo, hi) > 0:
+                raise self.error(ShapeError, f"cannot replicate the edge of an empty dim: {where}")
+            if mode == "circular":
+                kept = size + min(lo, 0) + min(hi, 0)
+                if max(lo, hi) > kept:
+                    raise self.error(ShapeError, f"Padding value causes wrapping around more than "
+                                                 f"once: {where}")
+            if mode in ("reflect", "replicate") and (lo or hi) and size + lo + hi < 1:
+                raise self.error(ShapeError, f"input is too small: {where} gives an output size "
+                                             f"of {size + lo + hi}")
+            if size + lo + hi < 0:
+                raise self.error(ShapeError, f"{where} gives a negative size {size + lo + hi}")
+            shape.append(size + lo + hi)
+        return (TensorType(tuple(shape), t.dtype),)
+
+    def reference(self, arrays, attrs):
+        x = arrays[0]
+        low, high, mode = attrs["low"], attrs["high"], attrs["mode"]
+        if x.ndim == 0:
+            return x.copy()
+        grow = [(max(lo, 0), max(hi, 0)) for lo, hi in zip(low, high)]
+
+        def crop(a: np.ndarray) -> np.ndarray:
+            return a[tuple(slice(max(-lo, 0), a.shape[i] - max(-hi, 0))
+                           for i, (lo, hi) in enumerate(zip(low, high)))]
+
+        if mode == "constant":
+            fill = cast_array(np.array(attrs["value"], np.float64), dt.from_numpy_dtype(x.dtype))
+            return np.pad(crop(x), grow, constant_values=fill)
+        if mode == "circular":
+            return np.pad(crop(x), grow, mode="wrap")
+        return crop(np.pad(x, grow, mode="reflect" if mode == "reflect" else "edge"))

@@ -1,0 +1,64 @@
+"""Linear-algebra ops: the matrix product.
+
+``tp.matmul`` is the one contraction op of the dialect: ``mm``, ``bmm``, ``dot``, the 1-D
+cases of ``matmul`` and every ``einsum`` contraction are expressed with it (plus reshapes,
+permutes and sums), so a backend lowers one op to ``linalg.matmul``/``linalg.batch_matmul``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import from_numpy_dtype
+from ..errors import DTypeError, ShapeError
+from ..registry import Op, Operand, register
+from ..shapes import broadcast_shapes, same_dim
+from ..types import TensorType
+from ._common import compute_np_dtype
+
+__all__ = ["MatMul", "format_matrix_shape"]
+
+
+def format_matrix_shape(shape) -> str:
+    """``(2, 3)`` as ``2x3``, the way PyTorch prints matrix shapes in its messages."""
+    return "x".join("?" if d is None else str(d) for d in shape)
+
+
+@register
+class MatMul(Op):
+    """Matrix product with PyTorch's ``matmul`` rules: dims before the last two broadcast as batch dims.
+
+    A 1-D ``lhs`` acts as a row vector and a 1-D ``rhs`` as a column vector, and that dim is
+    dropped from the result (so two vectors give a 0-d dot product). Both operands must have
+    the same dtype (bool is rejected); integers wrap around, half types accumulate in float32.
+    """
+
+    name = "tp.matmul"
+    family = "linalg"
+    operands = (Operand("lhs"), Operand("rhs"))
+
+    def infer(self, types, attrs):
+        a, b = types
+        if a.rank == 0 or b.rank == 0:
+            raise self.error(ShapeError, f"both arguments to matmul need to be at least 1D, but "
+                                         f"they are {a.rank}D and {b.rank}D")
+        if a.dtype is not b.dtype:
+            raise self.error(DTypeError, f"expected m1 and m2 to have the same dtype, but got: "
+                                         f"{a.dtype.name} != {b.dtype.name}")
+        if a.dtype.is_bool:
+            raise self.error(DTypeError, "not implemented for dtype bool")
+        lhs = a.shape if a.rank >= 2 else (1,) + a.shape
+        rhs = b.shape if b.rank >= 2 else b.shape + (1,)
+        if not same_dim(lhs[-1], rhs[-2]):
+            raise self.error(ShapeError, f"mat1 and mat2 shapes cannot be multiplied "
+                                         f"({format_matrix_shape(a.shape)} and "
+                                         f"{format_matrix_shape(b.shape)})")
+        batch = broadcast_shapes(self.name, lhs[:-2], rhs[:-2])
+        rows = (lhs[-2],) if a.rank >= 2 else ()
+        cols = (rhs[-1],) if b.rank >= 2 else ()
+        return (TensorType(batch + rows + cols, a.dtype),)
+
+    def reference(self, arrays, attrs):
+        a, b = arrays
+        target = compute_np_dtype(from_numpy_dtype(a.dtype))
+        return np.matmul(a.astype(target, copy=False), b.astype(target, copy=False))
