@@ -1,21 +1,71 @@
 """``tensorplay.nn.functional``: activations, normalization, linear, convolution,
-pooling, embedding, dropout, attention and padding, with PyTorch's signatures."""
+pooling, embedding, dropout, attention, losses and padding, with PyTorch's signatures.
+
+Every function composes the frontend ops (or applies a tp op), so models written with
+them run eagerly and can be captured into graphs alike.
+"""
 
 from __future__ import annotations
 
+import math
+import warnings
 from typing import Any
 
 from .._dispatch import apply
+from .._grad_mode import no_grad
 from .._tensor import Tensor
+from ..dialects.tp import dtypes as dt
+from ..dialects.tp.errors import DTypeError, OpError, ShapeError
+from ..ops import conv as CV
+from ..ops import creation as C
 from ..ops import elementwise as E
+from ..ops import indexing as I
+from ..ops import linalg as L
+from ..ops import random as RND
+from ..ops import reduction as R
+from ..ops import shape as S
 from ..ops._helpers import as_tensor_arg
 
-__all__ = ["relu", "relu_", "gelu", "silu", "leaky_relu", "sigmoid", "tanh"]
+__all__ = [
+    # activations
+    "relu", "relu_", "relu6", "gelu", "silu", "leaky_relu", "sigmoid", "tanh", "elu", "selu",
+    "celu", "softplus", "softsign", "logsigmoid", "hardtanh", "hardsigmoid", "hardswish", "mish",
+    "tanhshrink", "threshold", "glu", "softmax", "log_softmax", "softmin",
+    # normalization
+    "layer_norm", "group_norm", "batch_norm", "rms_norm", "normalize",
+    # linear, embedding, dropout, attention
+    "linear", "bilinear", "embedding", "one_hot", "dropout", "scaled_dot_product_attention",
+    "multi_head_attention_forward",
+    # convolution, pooling, padding
+    "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
+    # losses
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+]
 
+
+def _t(value: Any, op: str, name: str = "input") -> Tensor:
+    return as_tensor_arg(value, op, name)
+
+
+def _inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    return input._assign(out) if inplace else out
+
+
+def _is_half(x: Tensor) -> bool:
+    return x.dtype is dt.float16 or x.dtype is dt.bfloat16
+
+
+def _opmath(x: Tensor) -> Tensor:
+    """Half types computed in float32 and rounded once at the end, as PyTorch's CPU
+    kernels do."""
+    return E.cast(x, dt.float32) if _is_half(x) else x
+
+
+# --- activations -----------------------------------------------------------------------------
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    out = E.relu(input)
-    return input._assign(out) if inplace else out
+    return _inplace(input, E.relu(input), inplace)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -24,17 +74,16 @@ def relu_(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU, exact (``approximate='none'``) or with the tanh approximation."""
-    return apply("tp.gelu", as_tensor_arg(input, "gelu"), approximate=approximate)
+    return apply("tp.gelu", _t(input, "gelu"), approximate=approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
-    out = apply("tp.silu", as_tensor_arg(input, "silu"))
-    return input._assign(out) if inplace else out
+    return _inplace(input, apply("tp.silu", _t(input, "silu")), inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    out = apply("tp.leaky_relu", as_tensor_arg(input, "leaky_relu"), negative_slope=negative_slope)
-    return input._assign(out) if inplace else out
+    out = apply("tp.leaky_relu", _t(input, "leaky_relu"), negative_slope=negative_slope)
+    return _inplace(input, out, inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -45,4 +94,844 @@ def tanh(input: Tensor) -> Tensor:
     return E.tanh(input)
 
 
-del Any
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _inplace(input, E.clamp(input, min_val, max_val), inplace)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def _rounded(input: Tensor, out: Tensor) -> Tensor:
+    """``out`` (computed in float32 for half inputs) back in the input's dtype."""
+    return E.cast(out, input.dtype) if out.dtype is not input.dtype else out
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
+    x = _t(input, "elu")
+    y = _opmath(x)
+    out = E.where(E.gt(y, 0), y, E.mul(E.expm1(E.minimum(y, 0)), alpha))
+    return _inplace(input, _rounded(x, out), inplace)
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    x = _t(input, "celu")
+    y = _opmath(x)
+    neg = E.mul(E.expm1(E.div(E.minimum(y, 0), alpha)), alpha)
+    return _inplace(input, _rounded(x, E.where(E.gt(y, 0), y, neg)), inplace)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    x = _t(input, "selu")
+    out = _rounded(x, E.mul(elu(_opmath(x), _SELU_ALPHA), _SELU_SCALE))
+    return _inplace(input, out, inplace)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    x = _t(input, "softplus")
+    y = _opmath(x)
+    by = E.mul(y, beta)
+    smooth = E.div(E.log1p(E.exp(E.minimum(by, threshold))), beta)
+    return _rounded(x, E.where(E.gt(by, threshold), y, smooth))
+
+
+def softsign(input: Tensor) -> Tensor:
+    return E.div(input, E.add(E.abs(input), 1))
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """``log(sigmoid(x))`` computed without overflow: ``min(x, 0) - log1p(exp(-|x|))``."""
+    x = _t(input, "logsigmoid")
+    y = _opmath(x)
+    return _rounded(x, E.sub(E.minimum(y, 0), E.log1p(E.exp(E.neg(E.abs(y))))))
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, E.div(E.clamp(E.add(input, 3), 0, 6), 6), inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, E.mul(input, E.div(E.clamp(E.add(input, 3), 0, 6), 6)), inplace)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    x = _t(input, "mish")
+    y = _opmath(x)
+    return _inplace(input, _rounded(x, E.mul(y, E.tanh(softplus(y)))), inplace)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    return E.sub(input, E.tanh(input))
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``."""
+    x = _t(input, "threshold")
+    return _inplace(input, E.where(E.gt(x, threshold), x, C.full_like(x, value)), inplace)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit: the first half of ``dim`` times the sigmoid of the second."""
+    x = _t(input, "glu")
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if x.shape[dim] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % x.ndim} is size "
+                           f"{x.shape[dim]}")
+    a, b = S.chunk(x, 2, dim)
+    return E.mul(a, E.sigmoid(b))
+
+
+def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
+    if dim is not None:
+        return dim
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                  f"include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    x = _t(input, "softmax")
+    return R.softmax(x, _softmax_dim("softmax", x.ndim, dim), dtype=dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    x = _t(input, "log_softmax")
+    return R.log_softmax(x, _softmax_dim("log_softmax", x.ndim, dim), dtype=dtype)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    x = _t(input, "softmin")
+    if dtype is not None:
+        x = E.cast(x, dtype)
+    return R.softmax(E.neg(x), _softmax_dim("softmin", x.ndim, dim))
+
+
+# --- normalization ---------------------------------------------------------------------------
+
+layer_norm = R.layer_norm
+
+
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    """``x / sqrt(mean(x²) + eps)`` over the trailing ``normalized_shape`` dims, times
+    ``weight``; ``eps`` defaults to the dtype's machine epsilon."""
+    x = _t(input, "rms_norm")
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) > x.ndim or tuple(x.shape[x.ndim - len(shape):]) != shape:
+        raise RuntimeError(f"rms_norm: Given normalized_shape={list(shape)}, expected input with "
+                           f"shape [*, {', '.join(map(str, shape))}], but got input of size "
+                           f"{list(x.shape)}")
+    if eps is None:
+        import ml_dtypes
+
+        eps = float(ml_dtypes.finfo(x.dtype.np_dtype).eps)
+    y = _opmath(x)
+    dims = tuple(range(x.ndim - len(shape), x.ndim))
+    out = E.mul(y, E.rsqrt(E.add(R.mean(E.mul(y, y), dims, keepdim=True), eps)))
+    if weight is not None:
+        out = E.mul(out, _opmath(weight))
+    return E.cast(out, x.dtype)
+
+
+def _channel_shape(x: Tensor) -> tuple[int, ...]:
+    """Shape that broadcasts a per-channel (dim 1) vector against ``x``."""
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalize each group of ``C / num_groups`` channels over those channels and all
+    spatial positions, then apply the per-channel ``weight`` and ``bias``."""
+    x = _t(input, "group_norm")
+    if x.ndim < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {x.ndim}")
+    n, c = x.shape[0], x.shape[1]
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
+                           f"but got input of shape {list(x.shape)} and num_groups={num_groups}")
+    y = S.reshape(_opmath(x), (n, num_groups, -1))
+    mean = R.mean(y, -1, keepdim=True)
+    centered = E.sub(y, mean)
+    var = R.mean(E.mul(centered, centered), -1, keepdim=True)
+    out = S.reshape(E.mul(centered, E.rsqrt(E.add(var, eps))), tuple(x.shape))
+    if weight is not None:
+        out = E.mul(out, S.reshape(_opmath(weight), _channel_shape(x)))
+    if bias is not None:
+        out = E.add(out, S.reshape(_opmath(bias), _channel_shape(x)))
+    return E.cast(out, x.dtype)
+
+
+def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False,
+               momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalize each channel (dim 1) by batch statistics (``training``, which also updates
+    the running ones in place) or by the running statistics."""
+    x = _t(input, "batch_norm")
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2-D input, got {x.ndim}-D")
+    dims = (0,) + tuple(range(2, x.ndim))
+    cshape = _channel_shape(x)
+    y = _opmath(x)
+    if training:
+        count = x.numel() // max(x.shape[1], 1)
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {x.shape}")
+        mean = R.mean(y, dims, keepdim=True)
+        centered = E.sub(y, mean)
+        var = R.mean(E.mul(centered, centered), dims, keepdim=True)
+        if running_mean is not None:
+            with no_grad():
+                new = E.add(E.mul(running_mean, 1 - momentum), E.mul(S.reshape(mean, (-1,)), momentum))
+                running_mean._assign(new)
+        if running_var is not None:
+            with no_grad():
+                unbiased = E.mul(S.reshape(var, (-1,)), count / (count - 1))
+                running_var._assign(E.add(E.mul(running_var, 1 - momentum), E.mul(unbiased, momentum)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("batch_norm: running_mean and running_var must be given when not "
+                               "training")
+        mean = S.reshape(_opmath(running_mean), cshape)
+        var = S.reshape(_opmath(running_var), cshape)
+        centered = E.sub(y, mean)
+    out = E.mul(centered, E.rsqrt(E.add(var, eps)))
+    if weight is not None:
+        out = E.mul(out, S.reshape(_opmath(weight), cshape))
+    if bias is not None:
+        out = E.add(out, S.reshape(_opmath(bias), cshape))
+    return E.cast(out, x.dtype)
+
+
+def _p_norm(x: Tensor, p: float, dim: Any, keepdim: bool) -> Tensor:
+    if p == math.inf:
+        return R.amax(E.abs(x), dim, keepdim)
+    if p == -math.inf:
+        return R.amin(E.abs(x), dim, keepdim)
+    if p == 2:
+        return E.sqrt(R.sum(E.mul(x, x), dim, keepdim))
+    if p == 1:
+        return R.sum(E.abs(x), dim, keepdim)
+    return E.pow(R.sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    x = _t(input, "normalize")
+    result = E.div(x, E.clamp(_p_norm(x, p, dim, True), min=eps))
+    if out is not None:
+        return out.copy_(result)
+    return result
+
+
+# --- linear, embedding, dropout ----------------------------------------------------------------
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` over any leading dims of ``input``."""
+    x = _t(input, "linear")
+    w = _t(weight, "linear", "weight")
+    out = L.matmul(x, S.t(w) if w.ndim == 2 else w)
+    if bias is not None:
+        out = E.add(out, bias)
+    return out
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y_k = x1 @ weight[k] @ x2 + bias_k`` for weight of shape (out, in1, in2)."""
+    a, b = _t(input1, "bilinear"), _t(input2, "bilinear", "input2")
+    lead = tuple(a.shape[:-1])
+    a2 = S.reshape(a, (-1, 1, 1, a.shape[-1]))  # (N, 1, 1, in1)
+    b2 = S.reshape(b, (-1, 1, b.shape[-1], 1))  # (N, 1, in2, 1)
+    out = S.reshape(L.matmul(L.matmul(a2, S.unsqueeze(weight, 0)), b2), lead + (weight.shape[0],))
+    if bias is not None:
+        out = E.add(out, bias)
+    return out
+
+
+def _check_index_dtype(x: Tensor, op: str, arg: str) -> None:
+    if x.dtype not in (dt.int64, dt.int32):
+        raise DTypeError(f"Expected tensor for argument #1 '{arg}' to have one of the following "
+                         f"scalar types: Long, Int; but got {x.type()} instead (while checking "
+                         f"arguments for {op})")
+
+
+def _is_concrete(*tensors: Tensor | None) -> bool:
+    """Whether values can be inspected for input checks (not while capturing a graph)."""
+    return all(t is None or t._data is not None for t in tensors)
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` picked by the integer ``input``: the result has shape
+    ``input.shape + (embedding_dim,)``. ``max_norm`` renormalizes the rows used, in place."""
+    idx = _t(input, "embedding")
+    _check_index_dtype(idx, "embedding", "indices")
+    if weight.ndim != 2:
+        raise RuntimeError(f"'weight' must be 2-D, got a {weight.ndim}-D tensor")
+    num = weight.shape[0]
+    if padding_idx is not None:
+        if padding_idx > 0:
+            assert padding_idx < num, "Padding_idx must be within num_embeddings"
+        elif padding_idx < 0:
+            assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
+    flat = S.reshape(idx, (-1,))
+    if _is_concrete(idx) and flat.numel() and bool(R.any(E.logical_or(E.lt(flat, 0), E.ge(flat, num)))):
+        raise IndexError("embedding: index out of range in self")
+    if max_norm is not None:
+        _embedding_renorm_(weight, flat, max_norm, norm_type)
+    rows = I.index_select(weight, 0, flat)
+    return S.reshape(rows, tuple(idx.shape) + (weight.shape[1],))
+
+
+def _embedding_renorm_(weight: Tensor, flat: Tensor, max_norm: float, norm_type: float) -> None:
+    with no_grad():
+        used = E.gt(R.sum(one_hot(E.cast(flat, dt.int64), weight.shape[0]), 0), 0)
+        norms = _p_norm(_opmath(weight), norm_type, 1, True)
+        scale = E.div(max_norm, E.add(norms, 1e-7))
+        shrink = E.logical_and(S.unsqueeze(used, 1), E.gt(norms, max_norm))
+        weight._assign(E.where(shrink, E.mul(weight, scale), weight))
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding of the class indices in ``tensor`` along a new last dim."""
+    x = _t(tensor, "one_hot")
+    if x.dtype is not dt.int64:
+        raise DTypeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if x.numel() == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(R.amax(x)) + 1
+    if _is_concrete(x) and x.numel():
+        if bool(R.any(E.lt(x, 0))):
+            raise RuntimeError("Class values must be non-negative.")
+        if bool(R.any(E.ge(x, num_classes))):
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return E.cast(E.eq(S.unsqueeze(x, -1), C.arange(num_classes)), dt.int64)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``
+    during training; the identity otherwise."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = _t(input, "dropout")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        out = E.mul(x, C.zeros((), dtype=x.dtype))
+    else:
+        keep = E.lt(RND.rand(tuple(x.shape), dtype=dt.float32), 1.0 - p)
+        out = E.mul(x, E.div(E.cast(keep, x.dtype), 1.0 - p))
+    return _inplace(input, out, inplace)
+
+
+# --- attention --------------------------------------------------------------------------------
+
+def _additive_mask(mask: Tensor, dtype: dt.DType) -> Tensor:
+    """A mask as a float bias: bool ``True`` keeps (0), ``False`` masks (-inf)."""
+    if mask.dtype.is_bool:
+        return I.masked_fill(C.zeros(tuple(mask.shape), dtype=dtype), E.logical_not(mask), -math.inf)
+    return mask
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(q @ k^T * scale + mask) @ v`` over the last two dims.
+
+    A bool ``attn_mask`` marks the positions that may be attended (True); a float one is
+    added to the scores. ``is_causal`` masks the future (the upper triangle, aligned top-left)
+    and excludes ``attn_mask``. Rows with nothing to attend give zeros. ``enable_gqa`` lets key and
+    value have fewer heads (dim -3) than the query, each serving a group of query heads.
+    """
+    op = "scaled_dot_product_attention"
+    q, k, v = _t(query, op, "query"), _t(key, op, "key"), _t(value, op, "value")
+    if not (q.dtype is k.dtype is v.dtype):
+        raise DTypeError(f"Expected query, key, and value to have the same dtype, but got "
+                         f"query.dtype: {q.dtype.name} key.dtype: {k.dtype.name} and value.dtype: "
+                         f"{v.dtype.name} instead.")
+    if not q.dtype.is_floating_point:
+        raise DTypeError(f"scaled_dot_product_attention: expected floating point query, key and "
+                         f"value, got {q.dtype.name}")
+    if attn_mask is not None:
+        attn_mask = _t(attn_mask, op, "attn_mask")
+        if not (attn_mask.dtype.is_bool or attn_mask.dtype is q.dtype
+                or attn_mask.dtype is dt.float32):
+            raise DTypeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                             f"dtype, but got attn_mask.dtype: {attn_mask.dtype.name} and  "
+                             f"query.dtype: {q.dtype.name} instead.")
+    if is_causal and attn_mask is not None:
+        raise OpError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                      "is_causal=True")
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ShapeError("scaled_dot_product_attention: query, key and value must have at least "
+                         "2 dims (..., L, E)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ShapeError(f"scaled_dot_product_attention: query and key must have the same last "
+                         f"dim (embedding size), got {q.shape[-1]} and {k.shape[-1]}")
+    if enable_gqa and q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+        hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+        if hq % hk or hq % hv:
+            raise ShapeError(f"scaled_dot_product_attention: number of heads in key/value "
+                             f"({hk}/{hv}) must divide the number of heads in query ({hq})")
+        k = _repeat_heads(k, hq // hk)
+        v = _repeat_heads(v, hq // hv)
+    length, source = q.shape[-2], k.shape[-2]
+    factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    qc, kc, vc = _opmath(q), _opmath(k), _opmath(v)
+    scores = E.mul(L.matmul(qc, S.transpose(kc, -2, -1)), factor)
+    if is_causal:  # every query row keeps at least key 0, so no row is fully masked
+        allowed = I.tril(C.ones((length, source), dtype=dt.bool_))
+        scores = I.masked_fill(scores, E.logical_not(allowed), -math.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype.is_bool:
+            scores = I.masked_fill(scores, E.logical_not(attn_mask), -math.inf)
+        else:
+            scores = E.add(scores, _opmath(attn_mask))
+    weights = R.softmax(scores, -1)
+    if attn_mask is not None:  # a row with every score -inf attends to nothing: zeros, not NaN
+        dead = E.eq(R.amax(scores, -1, keepdim=True), -math.inf)
+        weights = E.where(dead, C.zeros((), dtype=weights.dtype), weights)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    return E.cast(L.matmul(weights, vc), q.dtype)
+
+
+def _repeat_heads(x: Tensor, times: int) -> Tensor:
+    """Repeat each head (dim -3) ``times`` times in place: h0 h0 h1 h1 ..."""
+    if times == 1:
+        return x
+    shape = tuple(x.shape)
+    expanded = S.expand(S.unsqueeze(x, -3), shape[:-2] + (times,) + shape[-2:])
+    return S.reshape(expanded, shape[:-3] + (shape[-3] * times,) + shape[-2:])
+
+
+def _canonical_mask(mask: Tensor | None, name: str, dtype: dt.DType) -> Tensor | None:
+    """An MHA mask as a float bias: bool ``True`` means *masked* (-inf) here."""
+    if mask is None:
+        return None
+    mask = _t(mask, "multi_head_attention_forward", name)
+    if mask.dtype.is_bool:
+        return I.masked_fill(C.zeros(tuple(mask.shape), dtype=dtype), mask, -math.inf)
+    if not mask.dtype.is_floating_point:
+        raise DTypeError(f"only bool and floating types of {name} are supported")
+    return mask
+
+
+def multi_head_attention_forward(
+        query: Tensor, key: Tensor, value: Tensor, embed_dim_to_check: int, num_heads: int,
+        in_proj_weight: Tensor | None, in_proj_bias: Tensor | None, bias_k: Tensor | None,
+        bias_v: Tensor | None, add_zero_attn: bool, dropout_p: float, out_proj_weight: Tensor,
+        out_proj_bias: Tensor | None, training: bool = True, key_padding_mask: Tensor | None = None,
+        need_weights: bool = True, attn_mask: Tensor | None = None,
+        use_separate_proj_weight: bool = False, q_proj_weight: Tensor | None = None,
+        k_proj_weight: Tensor | None = None, v_proj_weight: Tensor | None = None,
+        static_k: Tensor | None = None, static_v: Tensor | None = None,
+        average_attn_weights: bool = True, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    """Multi-head attention on sequence-first inputs ``(L, N, E)`` (or unbatched ``(L, E)``).
+
+    Masks: a bool ``key_padding_mask`` (N, S) or ``attn_mask`` (L, S) / (N*H, L, S) marks
+    positions that may NOT be attended with True; float masks are added to the scores.
+    Returns the output and, with ``need_weights``, the attention weights (averaged over
+    heads when ``average_attn_weights``).
+    """
+    batched = query.ndim == 3
+    if query.ndim not in (2, 3):
+        raise ShapeError(f"query should be unbatched 2D or batched 3D tensor but received "
+                         f"{query.ndim}-D query tensor")
+    if key.ndim != query.ndim or value.ndim != query.ndim:
+        raise ShapeError(f"key and value should have the same rank as query ({query.ndim}-D), got "
+                         f"{key.ndim}-D and {value.ndim}-D")
+    if not batched:
+        query, key, value = S.unsqueeze(query, 1), S.unsqueeze(key, 1), S.unsqueeze(value, 1)
+        if key_padding_mask is not None:
+            key_padding_mask = S.unsqueeze(key_padding_mask, 0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    if embed_dim != embed_dim_to_check:
+        raise ShapeError(f"was expecting embedding dimension of {embed_dim_to_check}, but got "
+                         f"{embed_dim}")
+    head_dim = embed_dim // num_heads
+    if head_dim * num_heads != embed_dim:
+        raise ShapeError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+    if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+        raise ShapeError(f"key's sequence and batch dims {tuple(key.shape[:2])} do not match "
+                         f"value's {tuple(value.shape[:2])}")
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the "
+                           "Transformer module method `generate_square_subsequent_mask` to create "
+                           "this mask.")
+    key_padding_mask = _canonical_mask(key_padding_mask, "key_padding_mask", query.dtype)
+    attn_mask = _canonical_mask(attn_mask, "attn_mask", query.dtype)
+
+    # input projections
+    if use_separate_proj_weight:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = S.chunk(in_proj_bias, 3)
+        q = linear(query, q_proj_weight, bq)
+        k = linear(key, k_proj_weight, bk)
+        v = linear(value, v_proj_weight, bv)
+    else:
+        wq, wk, wv = S.chunk(in_proj_weight, 3)
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = S.chunk(in_proj_bias, 3)
+        q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
+
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (tgt_len, src_len):
+                raise ShapeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should "
+                                 f"be {(tgt_len, src_len)}.")
+            attn_mask = S.unsqueeze(attn_mask, 0)
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
+                raise ShapeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should "
+                                 f"be {(bsz * num_heads, tgt_len, src_len)}.")
+        else:
+            raise ShapeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+
+    if bias_k is not None and bias_v is not None:
+        k = S.cat([k, S.expand(bias_k, (1, bsz, embed_dim))])
+        v = S.cat([v, S.expand(bias_v, (1, bsz, embed_dim))])
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+
+    # (L, N, E) -> (N*H, L, head_dim)
+    q = S.transpose(S.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
+    k = S.transpose(S.reshape(k, (k.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+        if static_k is None else static_k
+    v = S.transpose(S.reshape(v, (v.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+        if static_v is None else static_v
+
+    if add_zero_attn:
+        zeros = C.zeros((bsz * num_heads, 1, head_dim), dtype=q.dtype)
+        k = S.cat([k, zeros], 1)
+        v = S.cat([v, zeros], 1)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+
+    src_len = k.shape[1]
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (bsz, src_len):
+            raise ShapeError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
+                             f"{tuple(key_padding_mask.shape)}")
+        kpm = S.reshape(S.expand(S.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
+                                 (bsz, num_heads, 1, src_len)), (bsz * num_heads, 1, src_len))
+        attn_mask = kpm if attn_mask is None else E.add(attn_mask, kpm)
+
+    if not training:
+        dropout_p = 0.0
+
+    if need_weights:
+        scores = L.matmul(E.mul(q, 1.0 / math.sqrt(head_dim)), S.transpose(k, -2, -1))
+        if attn_mask is not None:
+            scores = E.add(scores, attn_mask)
+        weights = R.softmax(scores, -1)
+        if dropout_p > 0.0:
+            weights = dropout(weights, dropout_p)
+        out = L.matmul(weights, v)  # (N*H, L, head_dim)
+        out = S.reshape(S.transpose(out, 0, 1), (tgt_len * bsz, embed_dim))
+        out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+        weights = S.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+        if average_attn_weights:
+            weights = R.mean(weights, 1)
+        if not batched:
+            out, weights = S.squeeze(out, 1), S.squeeze(weights, 0)
+        return out, weights
+
+    if attn_mask is not None:
+        if attn_mask.shape[0] == 1 and attn_mask.ndim == 3:
+            attn_mask = S.unsqueeze(attn_mask, 0)
+        else:
+            attn_mask = S.reshape(attn_mask, (bsz, num_heads, -1, src_len))
+    q4 = S.reshape(q, (bsz, num_heads, tgt_len, head_dim))
+    k4 = S.reshape(k, (bsz, num_heads, src_len, head_dim))
+    v4 = S.reshape(v, (bsz, num_heads, src_len, head_dim))
+    out = scaled_dot_product_attention(q4, k4, v4, attn_mask, dropout_p)
+    out = S.reshape(S.permute(out, (2, 0, 1, 3)), (bsz * tgt_len, embed_dim))
+    out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+    if not batched:
+        out = S.squeeze(out, 1)
+    return out, None
+
+
+# --- convolution, pooling, padding: the conv family's functions, re-exported -----------------
+
+conv1d, conv2d, max_pool2d, avg_pool2d = CV.conv1d, CV.conv2d, CV.max_pool2d, CV.avg_pool2d
+adaptive_avg_pool2d, pad = CV.adaptive_avg_pool2d, CV.pad
+
+
+# --- losses -------------------------------------------------------------------------------------
+
+def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction instead.",
+                  stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return R.mean(loss)
+    if reduction == "sum":
+        return R.sum(loss)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+_SCALAR_NAMES = {
+    "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+    "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+}
+
+
+def _class_targets(op: str, input: Tensor, target: Tensor) -> None:
+    if target.dtype not in (dt.int64, dt.uint8):
+        raise DTypeError(f"expected target dtype to be Long or Byte, but got "
+                         f"{_SCALAR_NAMES[target.dtype.name]}")
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise ShapeError(f"{op}: for 1-D (unbatched) input, 0-D target is expected, but got "
+                             f"target of size {list(target.shape)}")
+        return
+    if input.ndim < 1 or target.ndim != input.ndim - 1:
+        raise ShapeError(f"{op}: expected target of {input.ndim - 1} dims for input of size "
+                         f"{list(input.shape)}, got target of size {list(target.shape)}")
+    if input.shape[0] != target.shape[0]:
+        raise ShapeError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0]}).")
+    if tuple(input.shape[2:]) != tuple(target.shape[1:]):
+        raise ShapeError(f"{op}: expected target size {[input.shape[0]] + list(input.shape[2:])}, "
+                         f"got {list(target.shape)}")
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
+             reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of class-index targets given log-probabilities ``input``
+    (classes along dim 1, or dim 0 when unbatched); ``mean`` divides by the total weight."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x = _t(input, "nll_loss")
+    tgt = _t(target, "nll_loss", "target")
+    _class_targets("nll_loss", x, tgt)
+    class_dim = 0 if x.ndim == 1 else 1
+    n_classes = x.shape[class_dim]
+    tgt = E.cast(tgt, dt.int64)
+    ignored = E.eq(tgt, ignore_index)
+    if _is_concrete(tgt) and tgt.numel():
+        bad = E.logical_and(E.logical_not(ignored), E.logical_or(E.lt(tgt, 0), E.ge(tgt, n_classes)))
+        if bool(R.any(bad)):
+            first = int(I.masked_select(tgt, bad)[0])
+            raise IndexError(f"Target {first} is out of bounds.")
+    safe = E.where(ignored, C.zeros((), dtype=dt.int64), tgt)
+    picked = S.squeeze(I.gather(x, class_dim, S.unsqueeze(safe, class_dim)), class_dim)
+    if weight is not None:
+        w = I.index_select(_t(weight, "nll_loss", "weight"), 0, S.reshape(safe, (-1,)))
+        w = S.reshape(E.cast(w, x.dtype), tuple(safe.shape))
+    else:
+        w = C.ones(tuple(safe.shape), dtype=x.dtype)
+    w = E.where(ignored, C.zeros((), dtype=x.dtype), w)
+    loss = E.neg(E.mul(picked, w))
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return R.sum(loss)
+    return E.div(R.sum(loss), R.sum(w))
+
+
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                  size_average: bool | None = None, ignore_index: int = -100,
+                  reduce: bool | None = None, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross entropy between logits ``input`` (classes along dim 1, or dim 0 when unbatched)
+    and class-index targets or class probabilities (same shape as ``input``)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    x = _t(input, "cross_entropy")
+    tgt = _t(target, "cross_entropy", "target")
+    class_dim = 0 if x.ndim == 1 else 1
+    n_classes = x.shape[class_dim]
+    logp = R.log_softmax(x, class_dim)
+    w = None if weight is None else _t(weight, "cross_entropy", "weight")
+    w_shape = tuple(n_classes if d == class_dim else 1 for d in range(x.ndim))
+
+    if tgt.dtype.is_floating_point:  # class probabilities
+        if tuple(tgt.shape) != tuple(x.shape):
+            raise ShapeError(f"cross_entropy: expected probability targets of the input's shape "
+                             f"{list(x.shape)}, got {list(tgt.shape)}")
+        if label_smoothing > 0:
+            tgt = E.add(E.mul(tgt, 1.0 - label_smoothing), label_smoothing / n_classes)
+        terms = E.mul(logp, tgt)
+        if w is not None:
+            terms = E.mul(terms, S.reshape(w, w_shape))
+        loss = E.neg(R.sum(terms, class_dim))
+        if reduction == "mean":
+            batch = x.numel() // max(n_classes, 1)
+            return E.div(R.sum(loss), batch)
+        return _reduce(loss, reduction)
+
+    nll = nll_loss(logp, tgt, w, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing <= 0.0:
+        return nll
+    tgt = E.cast(tgt, dt.int64)
+    ignored = E.eq(tgt, ignore_index)
+    weighted = logp if w is None else E.mul(logp, S.reshape(w, w_shape))
+    smooth = E.neg(R.sum(weighted, class_dim))
+    smooth = E.where(ignored, C.zeros((), dtype=smooth.dtype), smooth)
+    if reduction == "mean":
+        if w is None:
+            denom = R.sum(E.logical_not(ignored))
+        else:
+            safe = E.where(ignored, C.zeros((), dtype=dt.int64), tgt)
+            tw = S.reshape(I.index_select(w, 0, S.reshape(safe, (-1,))), tuple(safe.shape))
+            denom = R.sum(E.where(ignored, C.zeros((), dtype=tw.dtype), tw))
+        smooth = E.div(R.sum(smooth), denom)
+    elif reduction == "sum":
+        smooth = R.sum(smooth)
+    return E.add(E.mul(nll, 1.0 - label_smoothing), E.mul(smooth, label_smoothing / n_classes))
+
+
+def _pointwise_loss(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    x, y = _t(input, op), _t(target, op, "target")
+    if tuple(x.shape) != tuple(y.shape):
+        warnings.warn(f"Using a target size ({y.shape}) that is different to the input size "
+                      f"({x.shape}). This will likely lead to incorrect results due to "
+                      f"broadcasting. Please ensure they have the same size.", stacklevel=3)
+    return x, y
+
+
+def _weighted(loss: Tensor, weight: Tensor | None) -> Tensor:
+    return loss if weight is None else E.mul(loss, weight)
+
+
+def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+             reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Squared error ``(input - target)²``, reduced."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x, y = _pointwise_loss("mse_loss", input, target)
+    d = E.sub(x, y)
+    return _reduce(_weighted(E.mul(d, d), weight), reduction)
+
+
+def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+            reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
+    """Absolute error ``|input - target|``, reduced."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x, y = _pointwise_loss("l1_loss", input, target)
+    return _reduce(_weighted(E.abs(E.sub(x, y)), weight), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                   reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Quadratic below ``beta`` (``0.5 d² / beta``), linear above (``|d| - beta / 2``)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    x, y = _pointwise_loss("smooth_l1_loss", input, target)
+    d = E.abs(E.sub(x, y))
+    if beta == 0:
+        return _reduce(d, reduction)
+    loss = E.where(E.lt(d, beta), E.div(E.mul(E.mul(d, d), 0.5), beta), E.sub(d, 0.5 * beta))
+    return _reduce(loss, reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    """Quadratic below ``delta`` (``0.5 d²``), linear above (``delta * (|d| - delta / 2)``)."""
+    _check_reduction(reduction)
+    x, y = _pointwise_loss("huber_loss", input, target)
+    d = E.abs(E.sub(x, y))
+    loss = E.where(E.lt(d, delta), E.mul(E.mul(d, d), 0.5), E.mul(E.sub(d, 0.5 * delta), delta))
+    return _reduce(_weighted(loss, weight), reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``-(t log p + (1 - t) log(1 - p))`` with the logs clamped at -100, as PyTorch does."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    p, t = _t(input, "binary_cross_entropy"), _t(target, "binary_cross_entropy", "target")
+    if tuple(p.shape) != tuple(t.shape):
+        raise ValueError(f"Using a target size ({t.shape}) that is different to the input size "
+                         f"({p.shape}) is deprecated. Please ensure they have the same size.")
+    if _is_concrete(p) and p.numel() and bool(R.any(E.logical_or(E.lt(p, 0), E.gt(p, 1)))):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    log_p = E.clamp(E.log(p), min=-100)
+    log_q = E.clamp(E.log(E.sub(1, p)), min=-100)
+    loss = E.neg(E.add(E.mul(t, log_p), E.mul(E.sub(1, t), log_q)))
+    return _reduce(_weighted(loss, weight), reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     size_average: bool | None = None, reduce: bool | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """Binary cross entropy of ``sigmoid(input)``, computed stably from the logits."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x = _t(input, "binary_cross_entropy_with_logits")
+    t = _t(target, "binary_cross_entropy_with_logits", "target")
+    if tuple(x.shape) != tuple(t.shape):
+        raise ValueError(f"Target size ({t.shape}) must be the same as input size ({x.shape})")
+    # -log(sigmoid(x)) = softplus(-x); -log(1 - sigmoid(x)) = softplus(x) = x + softplus(-x)
+    log_sig_neg = E.neg(logsigmoid(x))  # -log sigmoid(x)
+    if pos_weight is not None:
+        coef = E.add(E.mul(E.sub(pos_weight, 1), t), 1)
+        loss = E.add(E.mul(E.sub(1, t), x), E.mul(coef, log_sig_neg))
+    else:
+        loss = E.add(E.mul(E.sub(1, t), x), log_sig_neg)
+    return _reduce(_weighted(loss, weight), reduction)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """``target * (log target - input)`` for log-probabilities ``input``; ``batchmean``
+    divides the sum by the batch size."""
+    if reduction not in ("none", "mean", "sum", "batchmean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x, t = _t(input, "kl_div"), _t(target, "kl_div", "target")
+    if log_target:
+        loss = E.mul(E.exp(t), E.sub(t, x))
+    else:
+        safe_log = E.log(E.where(E.gt(t, 0), t, C.ones((), dtype=t.dtype)))
+        loss = E.where(E.gt(t, 0), E.mul(t, E.sub(safe_log, x)), C.zeros((), dtype=x.dtype))
+    if reduction == "batchmean":
+        return E.div(R.sum(loss), x.shape[0] if x.ndim else 1)
+    return _reduce(loss, reduction)
+
