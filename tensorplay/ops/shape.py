@@ -1,3 +1,474 @@
-"""(being written)"""
+"""Shape functions: reshapes, transposes, broadcasting, joining, splitting and tiling.
 
-__all__: list[str] = []
+Each maps PyTorch's signature onto a few general tp ops through
+:func:`tensorplay._dispatch.apply`: squeeze, unsqueeze, flatten and view are ``tp.reshape``;
+transpose, ``t`` and movedim are ``tp.permute``; split, chunk, narrow and unbind are
+``tp.slice`` (plus a reshape); stack is reshape plus ``tp.concat``; repeat and tile are
+``tp.broadcast_to`` between two reshapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .._dispatch import apply
+from .._tensor import Size, Tensor
+from ..dialects.tp import dtypes as dt
+from ..dialects.tp.errors import DimError, ShapeError
+from ..dialects.tp.ops.shape import SLICE_END
+from ..dialects.tp.shapes import broadcast_shapes as _broadcast_shapes
+from ..dialects.tp.shapes import format_shape, normalize_dim, normalize_dims
+from ._helpers import as_tensor_arg, int_tuple
+
+__all__ = [
+    "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims", "t",
+    "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
+    "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
+    "chunk", "unbind", "movedim", "moveaxis", "narrow", "flip", "repeat", "tile",
+]
+
+
+# --- helpers shared with the indexing functions ---------------------------------------------
+
+def sizes_arg(op: str, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[int, ...]:
+    """Sizes or dims given as ``f(x, 2, 3)``, ``f(x, (2, 3))`` or ``f(x, name=(2, 3))``."""
+    if name in kwargs:
+        if args:
+            raise TypeError(f"{op}() got multiple values for argument '{name}'")
+        args = (kwargs.pop(name),)
+    if kwargs:
+        raise TypeError(f"{op}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    return int_tuple(op, name, args)
+
+
+def reshape_to(x: Tensor, shape: Sequence[Any], op: str = "reshape") -> Tensor:
+    """``x`` under ``shape``, which may hold one dynamic (``None``) size; no op when the
+    shape is already ``shape``."""
+    shape = tuple(shape)
+    if tuple(x.shape) == shape and all(d is not None for d in shape):
+        return x
+    if sum(d is None for d in shape) > 1:
+        raise ShapeError(f"{op}: cannot reshape to {format_shape(shape)}: a reshape can infer only one "
+                         f"size known only at run time")
+    return apply("tp.reshape", x, shape=tuple(-1 if d is None else d for d in shape))
+
+
+def slice_dim(x: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tensor:
+    """Elements ``start:end:step`` of ``x`` along ``dim`` (other dimensions whole)."""
+    starts, ends, steps = [0] * x.ndim, [SLICE_END] * x.ndim, [1] * x.ndim
+    starts[dim], ends[dim], steps[dim] = start, end, step
+    return apply("tp.slice", x, starts=starts, ends=ends, steps=steps)
+
+
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """``x`` at ``index`` along ``dim``, that dimension removed (``index`` in range)."""
+    part = slice_dim(x, dim, index, index + 1 if index != -1 else SLICE_END)
+    return reshape_to(part, tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), "select")
+
+
+def expand_attr(op: str, x: Tensor, shape: Sequence[Any]) -> tuple[int, ...]:
+    """``shape`` as a ``tp.broadcast_to`` attribute: a dynamic size is -1 (kept from ``x``)."""
+    lead = len(shape) - x.ndim
+    out = []
+    for i, d in enumerate(shape):
+        if d is None:
+            if i < lead or x.shape[i - lead] is not None:
+                raise ShapeError(f"{op}: cannot broadcast {format_shape(x.shape)} to "
+                                 f"{format_shape(shape)}: a new size is known only at run time")
+            d = -1
+        out.append(d)
+    return tuple(out)
+
+
+def _tensor(x: Any, op: str) -> Tensor:
+    return as_tensor_arg(x, op)
+
+
+def _tensor_list(op: str, tensors: Any) -> list[Tensor]:
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not "
+                        f"{type(tensors).__name__}")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}(): expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return list(tensors)
+
+
+def _common_dtype(tensors: Sequence[Tensor]) -> dt.DType:
+    out = tensors[0].dtype
+    for t in tensors[1:]:
+        out = dt.promote_types(out, t.dtype)
+    return out
+
+
+def _cast(x: Tensor, dtype: dt.DType) -> Tensor:
+    return x if x.dtype is dtype else apply("tp.cast", x, dtype=dtype)
+
+
+def _dim_arg(dim: Any, axis: Any, default: int = 0) -> int:
+    return axis if dim is None and axis is not None else (default if dim is None else dim)
+
+
+# --- reshapes ----------------------------------------------------------------------------
+
+def reshape(input: Any, *shape: Any, **kwargs: Any) -> Tensor:
+    """``input``'s elements in row-major order under ``shape``; one size may be -1.
+
+    >>> import tensorplay as tp
+    >>> tp.arange(6).reshape(2, -1).shape
+    tensorplay.Size([2, 3])
+    """
+    x = _tensor(input, "reshape")
+    return apply("tp.reshape", x, shape=sizes_arg("reshape", "shape", shape, kwargs))
+
+
+def view_as(input: Tensor, other: Tensor) -> Tensor:
+    return reshape_to(_tensor(input, "view_as"), tuple(other.shape), "view_as")
+
+
+def reshape_as(input: Tensor, other: Tensor) -> Tensor:
+    return reshape_to(_tensor(input, "reshape_as"), tuple(other.shape), "reshape_as")
+
+
+def unsqueeze(input: Any, dim: int) -> Tensor:
+    """``input`` with a new size-1 dimension at ``dim``."""
+    x = _tensor(input, "unsqueeze")
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
+    shape = list(x.shape)
+    shape.insert(d, 1)
+    return apply("tp.reshape", x, shape=_reshape_attr("unsqueeze", shape))
+
+
+def _reshape_attr(op: str, shape: Sequence[Any]) -> tuple[int, ...]:
+    if sum(d is None for d in shape) > 1:
+        raise ShapeError(f"{op}: cannot reshape to {format_shape(shape)}: a reshape can infer only one "
+                         f"size known only at run time")
+    return tuple(-1 if d is None else d for d in shape)
+
+
+def squeeze(input: Any, dim: Any = None) -> Tensor:
+    """``input`` without size-1 dimensions: all of them, or those among ``dim`` (an int or a
+    tuple of ints); a named dimension of another size stays."""
+    x = _tensor(input, "squeeze")
+    if dim is None:
+        dims = tuple(range(x.ndim))
+    elif isinstance(dim, (tuple, list)):
+        dims = normalize_dims("squeeze", int_tuple("squeeze", "dim", (dim,)), x.ndim)
+    else:
+        dims = normalize_dims("squeeze", (dim,), x.ndim)
+    shape = [s for d, s in enumerate(x.shape) if not (d in dims and s == 1)]
+    return apply("tp.reshape", x, shape=_reshape_attr("squeeze", shape))
+
+
+def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """``input`` with dimensions ``start_dim`` to ``end_dim`` merged into one."""
+    x = _tensor(input, "flatten")
+    if x.ndim == 0:
+        return apply("tp.reshape", x, shape=(1,))
+    s = normalize_dim("flatten", start_dim, x.ndim)
+    e = normalize_dim("flatten", end_dim, x.ndim)
+    if s > e:
+        raise DimError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = list(x.shape)
+    merged = shape[s:e + 1]
+    size = 0 if 0 in merged else (None if None in merged else math.prod(merged))
+    return apply("tp.reshape", x, shape=_reshape_attr("flatten", shape[:s] + [size] + shape[e + 1:]))
+
+
+def ravel(input: Any) -> Tensor:
+    """``input`` as a 1-D tensor."""
+    return apply("tp.reshape", _tensor(input, "ravel"), shape=(-1,))
+
+
+def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:
+    """``input`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
+    x = _tensor(input, "unflatten")
+    d = normalize_dim("unflatten", dim, x.ndim)
+    sizes = int_tuple("unflatten", "sizes", (sizes,))
+    if not sizes:
+        raise ShapeError("unflatten: sizes must be non-empty")
+    if sum(s == -1 for s in sizes) > 1:
+        raise ShapeError("unflatten: only one dimension can be inferred")
+    have = x.shape[d]
+    known = math.prod(s for s in sizes if s != -1)
+    if have is not None:
+        if -1 in sizes and known != 0 and have % known == 0:
+            sizes = tuple(have // known if s == -1 else s for s in sizes)
+        if -1 in sizes or math.prod(sizes) != have:
+            raise ShapeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of "
+                             f"dim {dim} ({have}) in the input tensor")
+    shape = list(x.shape[:d]) + list(sizes) + list(x.shape[d + 1:])
+    if -1 in sizes:
+        shape = [-1 if s is None else s for s in shape]
+        if shape.count(-1) > 1:
+            raise ShapeError(f"unflatten: cannot infer a size of {format_shape(x.shape)} split by "
+                             f"{list(sizes)}: a reshape can infer only one size")
+        return apply("tp.reshape", x, shape=tuple(shape))
+    return apply("tp.reshape", x, shape=_reshape_attr("unflatten", shape))
+
+
+# --- permutations ------------------------------------------------------------------------
+
+def permute(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
+    """``input`` with its dimensions reordered: result dimension ``i`` is ``dims[i]``."""
+    x = _tensor(input, "permute")
+    return apply("tp.permute", x, dims=sizes_arg("permute", "dims", dims, kwargs))
+
+
+def transpose(input: Any, dim0: int, dim1: int) -> Tensor:
+    """``input`` with dimensions ``dim0`` and ``dim1`` swapped."""
+    x = _tensor(input, "transpose")
+    a = normalize_dim("transpose", dim0, x.ndim)
+    b = normalize_dim("transpose", dim1, x.ndim)
+    perm = list(range(x.ndim))
+    if x.ndim:
+        perm[a], perm[b] = perm[b], perm[a]
+    return apply("tp.permute", x, dims=tuple(perm))
+
+
+def swapaxes(input: Any, axis0: int, axis1: int) -> Tensor:
+    return transpose(input, axis0, axis1)
+
+
+def swapdims(input: Any, dim0: int, dim1: int) -> Tensor:
+    return transpose(input, dim0, dim1)
+
+
+def t(input: Any) -> Tensor:
+    """The transpose of a matrix; 0-d and 1-d tensors come back unchanged."""
+    x = _tensor(input, "t")
+    if x.ndim > 2:
+        raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return apply("tp.permute", x, dims=tuple(reversed(range(x.ndim))))
+
+
+def movedim(input: Any, source: Any, destination: Any) -> Tensor:
+    """``input`` with dimensions ``source`` moved to positions ``destination``; the others
+    keep their order."""
+    x = _tensor(input, "movedim")
+    src = int_tuple("movedim", "source", (source,) if not isinstance(source, (tuple, list)) else source)
+    dst = int_tuple("movedim", "destination",
+                    (destination,) if not isinstance(destination, (tuple, list)) else destination)
+    if len(src) != len(dst):
+        raise ShapeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                         f"contain the same number of dims as destination ({list(dst)} dims)")
+    given = {"source": src, "destination": dst}
+    src = tuple(normalize_dim("movedim", d, x.ndim) for d in src)
+    dst = tuple(normalize_dim("movedim", d, x.ndim) for d in dst)
+    for what, dims in (("source", src), ("destination", dst)):
+        if len(set(dims)) != len(dims):
+            raise DimError(f"movedim: repeated dim in `{what}` ({list(given[what])})")
+    perm: list[int | None] = [None] * x.ndim
+    for s, d in zip(src, dst):
+        perm[d] = s
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    return apply("tp.permute", x, dims=tuple(next(rest) if p is None else p for p in perm))
+
+
+moveaxis = movedim
+
+
+# --- broadcasting ------------------------------------------------------------------------
+
+def expand(input: Any, *sizes: Any, **kwargs: Any) -> Tensor:
+    """``input`` repeated along size-1 dimensions (and new leading ones) to ``sizes``;
+    -1 keeps a size."""
+    x = _tensor(input, "expand")
+    return apply("tp.broadcast_to", x, shape=sizes_arg("expand", "size", sizes, kwargs))
+
+
+def expand_as(input: Any, other: Tensor) -> Tensor:
+    x = _tensor(input, "expand_as")
+    return apply("tp.broadcast_to", x, shape=expand_attr("expand_as", x, tuple(other.shape)))
+
+
+def broadcast_to(input: Any, size: Sequence[int]) -> Tensor:
+    """``input`` broadcast to ``size`` (PyTorch's expand rules)."""
+    x = _tensor(input, "broadcast_to")
+    return apply("tp.broadcast_to", x, shape=int_tuple("broadcast_to", "size", (size,)))
+
+
+def broadcast_shapes(*shapes: Any) -> Size:
+    """The shape that tensors of ``shapes`` broadcast to (an int stands for a 1-D shape)."""
+    norm = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    return Size(_broadcast_shapes("broadcast_shapes", *norm))
+
+
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors broadcast to their common shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    xs = _tensor_list("broadcast_tensors", list(tensors))
+    shape = _broadcast_shapes("broadcast_tensors", *[tuple(x.shape) for x in xs])
+    return tuple(x if tuple(x.shape) == shape and None not in shape else
+                 apply("tp.broadcast_to", x, shape=expand_attr("broadcast_tensors", x, shape))
+                 for x in xs)
+
+
+def repeat(input: Any, *repeats: Any, **kwargs: Any) -> Tensor:
+    """``input`` tiled ``repeats[i]`` times along dimension ``i`` (extra repeats add leading
+    dimensions)."""
+    x = _tensor(input, "repeat")
+    reps = sizes_arg("repeat", "repeats", repeats, kwargs)
+    if len(reps) < x.ndim:
+        raise ShapeError("Number of dimensions of repeat dims can not be smaller than number of "
+                         "dimensions of tensor")
+    shape = [1] * (len(reps) - x.ndim) + list(x.shape)
+    result = [None if s is None else r * s for r, s in zip(reps, shape)]
+    if any(r < 0 for r in reps):
+        raise ShapeError(f"Trying to create tensor with negative dimension "
+                         f"{min(d for d in result if d is not None)}: {format_shape(result)}")
+    if all(r == 1 for r in reps):
+        return apply("tp.reshape", x, shape=_reshape_attr("repeat", shape))
+    # (s0, s1) -> (1, s0, 1, s1) -> (r0, s0, r1, s1) -> (r0*s0, r1*s1)
+    interleaved = [v for s in shape for v in (1, s)]
+    wide = apply("tp.broadcast_to", reshape_to(x, interleaved, "repeat"),
+                 shape=tuple(v for r, s in zip(reps, shape) for v in (r, -1 if s is None else s)))
+    return reshape_to(wide, result, "repeat")
+
+
+def tile(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
+    """``input`` repeated ``dims[i]`` times along each dimension; missing leading entries
+    of ``dims`` count as 1."""
+    x = _tensor(input, "tile")
+    reps = sizes_arg("tile", "dims", dims, kwargs)
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    return repeat(x, reps)
+
+
+# --- joining -----------------------------------------------------------------------------
+
+def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """The tensors joined along ``dim`` in a promoted dtype. As in PyTorch, 1-D empty
+    tensors are skipped when other tensors are joined."""
+    xs = _tensor_list("cat", tensors)
+    if not xs:
+        raise ShapeError("cat(): expected a non-empty list of Tensors")
+    dtype = _common_dtype(xs)
+    kept = [x for x in xs if not (x.ndim == 1 and x.shape[0] == 0)] or xs[:1]
+    return apply("tp.concat", *[_cast(x, dtype) for x in kept], dim=_dim_arg(dim, axis))
+
+
+def concat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    return cat(tensors, dim, axis=axis)
+
+
+def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    return cat(tensors, axis)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """The tensors, all of one shape, joined along a new dimension ``dim``."""
+    xs = _tensor_list("stack", tensors)
+    if not xs:
+        raise ShapeError("stack expects a non-empty TensorList")
+    first = tuple(xs[0].shape)
+    for i, x in enumerate(xs[1:], start=1):
+        if tuple(x.shape) != first:
+            raise ShapeError(f"stack expects each tensor to be equal size, but got {list(first)} at entry 0 "
+                             f"and {list(x.shape)} at entry {i}")
+    d = normalize_dim("stack", dim, len(first) + 1)
+    dtype = _common_dtype(xs)
+    shape = list(first)
+    shape.insert(d, 1)
+    return apply("tp.concat", *[reshape_to(_cast(x, dtype), shape, "stack") for x in xs], dim=d)
+
+
+# --- splitting ---------------------------------------------------------------------------
+
+def _static_size(op: str, x: Tensor, dim: int) -> int:
+    size = x.shape[dim]
+    if size is None:
+        raise ShapeError(f"{op}: dimension {dim} of {format_shape(x.shape)} is known only at run time; "
+                         f"the number of pieces must be static")
+    return size
+
+
+def split(tensor: Any, split_size_or_sections: Any = None, dim: int = 0, **kwargs: Any) -> tuple[Tensor, ...]:
+    """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or pieces of the
+    listed sizes."""
+    if split_size_or_sections is None:
+        split_size_or_sections = kwargs.pop("split_size", None)
+    if kwargs:
+        raise TypeError(f"split() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    x = _tensor(tensor, "split")
+    d = normalize_dim("split", dim, x.ndim)
+    size = _static_size("split", x, d)
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = list(int_tuple("split", "split_size_or_sections", split_size_or_sections))
+        if any(s < 0 for s in sizes):
+            raise ShapeError(f"split_with_sizes expects split_sizes have only non-negative entries, but "
+                             f"got split_sizes={sizes}")
+        if sum(sizes) != size:
+            raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input "
+                             f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    else:
+        step = int(split_size_or_sections)
+        if step < 0:
+            raise ShapeError(f"split expects split_size be non-negative, but got split_size={step}")
+        if step == 0 and size != 0:
+            raise ShapeError(f"split_size can only be 0 if dimension size is 0, but got dimension size "
+                             f"of {size}")
+        sizes = [min(step, size - s) for s in range(0, size, step)] if size else [0]
+    return _pieces(x, d, sizes)
+
+
+def _pieces(x: Tensor, dim: int, sizes: Sequence[int]) -> tuple[Tensor, ...]:
+    out, start = [], 0
+    for s in sizes:
+        out.append(slice_dim(x, dim, start, start + s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most ``chunks`` pieces of equal size (the last may be smaller) along ``dim``."""
+    x = _tensor(input, "chunk")
+    if chunks <= 0:
+        raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = normalize_dim("chunk", dim, x.ndim)
+    size = _static_size("chunk", x, d)
+    if size == 0:
+        return _pieces(x, d, [0] * chunks)
+    return split(x, -(-size // chunks), d)
+
+
+def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices of ``input`` along ``dim``, that dimension removed."""
+    x = _tensor(input, "unbind")
+    if x.ndim == 0:
+        raise DimError("Dimension specified as 0 but tensor has no dimensions")
+    d = normalize_dim("unbind", dim, x.ndim)
+    return tuple(select(x, d, i) for i in range(_static_size("unbind", x, d)))
+
+
+def narrow(input: Any, dim: int, start: Any, length: int) -> Tensor:
+    """Elements ``start`` to ``start + length`` of ``input`` along ``dim``."""
+    x = _tensor(input, "narrow")
+    if x.ndim == 0:
+        raise ShapeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = normalize_dim("narrow", dim, x.ndim)
+    start = int(start)
+    length = int(length)
+    size = x.shape[d]
+    if length < 0:
+        raise ShapeError("narrow(): length must be non-negative.")
+    if size is None:
+        end = start + length if start + length < 0 or start >= 0 else SLICE_END
+        return slice_dim(x, d, start, end)
+    if not -size <= start <= size:
+        raise DimError(f"start out of range (expected to be in range of [{-size}, {size}], but got {start})")
+    if start < 0:
+        start += size
+    if start + length > size:
+        raise ShapeError(f"start ({start}) + length ({length}) exceeds dimension size ({size}).")
+    return slice_dim(x, d, start, start + length)
+
+
+def flip(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
+    """``input`` with the order of elements reversed along ``dims``."""
+    x = _tensor(input, "flip")
+    return apply("tp.flip", x, dims=sizes_arg("flip", "dims", dims, kwargs))
