@@ -99,6 +99,6 @@ def all_passes() -> dict[str, type[Pass]]:
 
 
 def _ensure_loaded() -> None:
-    from . import transforms  # noqa: F401
+    from . import lowering, transforms  # noqa: F401
 
 

@@ -8,36 +8,13 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay._dispatch import capture_handler
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph, SourceLoc
 from tensorplay.dialects.tp.types import TensorType
-from tests.opinfo import ALL, to_lib
+from tests.opinfo import record_calls
 
 
-def _recorded_calls():
-    """One (op, operand types, attrs) per distinct call the op table makes."""
-    calls = {}
-
-    def record(op, operands, attrs, result_types):
-        types = tuple(None if o is None else o._tensor_type() for o in operands)
-        key = (op.name, types, repr(sorted((k, repr(v)) for k, v in attrs.items())))
-        calls.setdefault(key, (op, types, attrs))
-        return NotImplemented
-
-    with capture_handler(record):
-        for info in ALL:
-            for dtype in info.dtypes:
-                rng = np.random.default_rng(0)
-                for sample in info.samples(rng, dtype):
-                    try:
-                        info.fn(tp, *to_lib(tp, sample.args), **sample.kwargs)
-                    except Exception:  # noqa: BLE001 - data-dependent failures are other tests' business
-                        pass
-    return list(calls.values())
-
-
-CALLS = _recorded_calls()
+CALLS = [(c.op, tuple(c.types), c.attrs) for c in record_calls()]
 
 
 def _graph_for(i, op, types, attrs):

@@ -19,7 +19,7 @@ import numpy as np
 
 import tensorplay as tp
 
-__all__ = ["OpInfo", "Sample", "ErrorCase", "ALL", "ERRORS", "TOLERANCE", "tolerance", "make_arg",
+__all__ = ["OpInfo", "Sample", "ErrorCase", "RecordedCall", "record_calls", "ALL", "ERRORS", "TOLERANCE", "tolerance", "make_arg",
            "FLOATS", "INTS", "ALL_DTYPES", "NUMERIC", "to_lib", "to_numpy"]
 
 FLOATS = (tp.float32, tp.float64, tp.float16, tp.bfloat16)
@@ -143,3 +143,48 @@ def _gather() -> tuple[list[OpInfo], list[ErrorCase]]:
 
 ALL, ERRORS = _gather()
 del math
+
+
+@dataclass
+class RecordedCall:
+    """One application of a tp op made by the table: the op, its operands (numpy arrays,
+    ``None`` for absent optional ones), normalized attributes and inferred result types."""
+
+    op: Any
+    operands: list[Any]
+    attrs: dict[str, Any]
+    result_types: tuple[Any, ...]
+
+    @property
+    def types(self) -> list[Any]:
+        from tensorplay.dialects.tp.types import type_of_array
+
+        return [None if a is None else type_of_array(a) for a in self.operands]
+
+
+def record_calls(infos: Sequence[OpInfo] | None = None) -> list[RecordedCall]:
+    """Every distinct tp op application the table's cases make (deduplicated by op, operand
+    types and attributes; the first operands seen are kept)."""
+    from tensorplay._dispatch import capture_handler
+
+    calls: dict[tuple, RecordedCall] = {}
+
+    def record(op, operands, attrs, result_types):
+        arrays = [None if o is None else o._data for o in operands]
+        types = tuple(None if a is None else (a.shape, str(a.dtype)) for a in arrays)
+        key = (op.name, types, repr(sorted((k, repr(v)) for k, v in attrs.items())))
+        if key not in calls:
+            calls[key] = RecordedCall(op, [None if a is None else a.copy() for a in arrays],
+                                      dict(attrs), tuple(result_types))
+        return NotImplemented
+
+    with capture_handler(record):
+        for info in (ALL if infos is None else infos):
+            for dtype in info.dtypes:
+                rng = np.random.default_rng(abs(hash((info.name, dtype.name))) % 2**32)
+                for sample in info.samples(rng, dtype):
+                    try:
+                        info.fn(tp, *to_lib(tp, sample.args), **sample.kwargs)
+                    except Exception:  # noqa: BLE001 - error cases are tested elsewhere
+                        pass
+    return list(calls.values())

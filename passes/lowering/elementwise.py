@@ -1,0 +1,372 @@
+"""Lowerings of the elementwise family: one broadcasting ``linalg.generic`` per op whose
+body converts operands to the compute dtype (float32 for half types), applies the scalar
+arith/math computation, and converts to the result dtype. Broadcasts are indexing maps,
+never materialized, so IREE fuses chains of these into one dispatch."""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+from typing import Any
+
+from ...dialects.ir import arith, ir, math
+from ...dialects.tp import dtypes as dt
+from . import LowerCtx, lowers
+from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise
+
+Scalar = Callable[[list[ir.Value], dt.DType, dict[str, Any]], ir.Value]
+
+_F = arith.CmpFPredicate
+_I = arith.CmpIPredicate
+
+
+def _float(d: dt.DType) -> bool:
+    return d.is_floating_point
+
+
+def _binary(fop, iop, bop=None) -> Scalar:
+    def fn(args, d, attrs):
+        a, b = args
+        if _float(d):
+            return fop(a, b).result
+        if d.is_bool and bop is not None:
+            return bop(a, b).result
+        return iop(a, b).result
+
+    return fn
+
+
+def _cmp(fpred, spred, upred) -> Scalar:
+    def fn(args, d, attrs):
+        a, b = args
+        if _float(d):
+            return arith.CmpFOp(fpred, a, b).result
+        return arith.CmpIOp(upred if d.is_bool or not d.is_signed else spred, a, b).result
+
+    return fn
+
+
+def _int_floor_adjust(q_or_r, a, b, d, is_div):
+    """Python-style rounding for signed integers from truncating division/remainder."""
+    zero = const_scalar(0, d)
+    if is_div:
+        r = arith.RemSIOp(a, b).result
+        q = q_or_r
+    else:
+        r = q_or_r
+    r_nonzero = arith.CmpIOp(_I.ne, r, zero).result
+    signs_differ = arith.XOrIOp(arith.CmpIOp(_I.slt, r, zero).result, arith.CmpIOp(_I.slt, b, zero).result).result
+    adjust = arith.AndIOp(r_nonzero, signs_differ).result
+    if is_div:
+        return arith.SelectOp(adjust, arith.SubIOp(q, const_scalar(1, d)).result, q).result
+    return arith.SelectOp(adjust, arith.AddIOp(r, b).result, r).result
+
+
+def _floor_div(args, d, attrs):
+    a, b = args
+    if _float(d):
+        # floor(a / b) computed as numpy/PyTorch do: through fmod so that exact quotients
+        # do not round up (e.g. 0.3 // 0.1 == 2).
+        mod = arith.RemFOp(a, b).result
+        div = arith.DivFOp(arith.SubFOp(a, mod).result, b).result
+        zero = const_scalar(0.0, d)
+        mod_nz = arith.CmpFOp(_F.UNE, mod, zero).result
+        differ = arith.XOrIOp(arith.CmpFOp(_F.OLT, b, zero).result, arith.CmpFOp(_F.OLT, mod, zero).result).result
+        div = arith.SelectOp(arith.AndIOp(mod_nz, differ).result,
+                             arith.SubFOp(div, const_scalar(1.0, d)).result, div).result
+        fl = math.FloorOp(div).result
+        fl = arith.SelectOp(arith.CmpFOp(_F.OGT, arith.SubFOp(div, fl).result, const_scalar(0.5, d)).result,
+                            arith.AddFOp(fl, const_scalar(1.0, d)).result, fl).result
+        b_zero = arith.CmpFOp(_F.OEQ, b, zero).result
+        return arith.SelectOp(b_zero, arith.DivFOp(a, b).result, fl).result
+    return _int_floor_adjust(arith.DivSIOp(a, b).result, a, b, d, True)
+
+
+def _trunc_div(args, d, attrs):
+    a, b = args
+    if _float(d):
+        return math.TruncOp(arith.DivFOp(a, b).result).result
+    return arith.DivSIOp(a, b).result
+
+
+def _remainder(args, d, attrs):
+    a, b = args
+    if _float(d):
+        r = arith.RemFOp(a, b).result
+        zero = const_scalar(0.0, d)
+        differ = arith.XOrIOp(arith.CmpFOp(_F.OLT, r, zero).result, arith.CmpFOp(_F.OLT, b, zero).result).result
+        adjust = arith.AndIOp(arith.CmpFOp(_F.UNE, r, zero).result, differ).result
+        return arith.SelectOp(adjust, arith.AddFOp(r, b).result, r).result
+    return _int_floor_adjust(arith.RemSIOp(a, b).result, a, b, d, False)
+
+
+def _pow(args, d, attrs):
+    a, b = args
+    if _float(d):
+        return math.PowFOp(a, b).result
+    # Exponentiation by squaring, unrolled over the exponent's bits: IREE's CPU backend
+    # cannot legalize math.ipowi. Negative exponents are rejected before run time.
+    one, zero = const_scalar(1, d), const_scalar(0, d)
+    result, base = one, a
+    for bit in range(d.bits - 1):
+        mask = const_scalar(1 << bit, d)
+        set_ = arith.CmpIOp(_I.ne, arith.AndIOp(b, mask).result, zero).result
+        result = arith.SelectOp(set_, arith.MulIOp(result, base).result, result).result
+        base = arith.MulIOp(base, base).result
+    return result
+
+
+def _minmax(is_max):
+    def fn(args, d, attrs):
+        a, b = args
+        if _float(d):
+            return (arith.MaximumFOp if is_max else arith.MinimumFOp)(a, b).result
+        if d.is_bool or not d.is_signed:
+            return (arith.MaxUIOp if is_max else arith.MinUIOp)(a, b).result
+        return (arith.MaxSIOp if is_max else arith.MinSIOp)(a, b).result
+
+    return fn
+
+
+def _unary_math(op) -> Scalar:
+    return lambda args, d, attrs: op(args[0]).result
+
+
+def _erf(args, d, attrs):
+    x = args[0]
+    if d is dt.float64:
+        # IREE's CPU backend has no f64 erf; it is evaluated in f32 (about 1e-7 relative).
+        f = arith.TruncFOp(ir.F32Type.get(), x).result
+        return arith.ExtFOp(ir.F64Type.get(), math.ErfOp(f).result).result
+    return math.ErfOp(x).result
+
+
+def _reciprocal(args, d, attrs):
+    return arith.DivFOp(const_scalar(1.0, d), args[0]).result
+
+
+def _sigmoid_value(x, d):
+    one = const_scalar(1.0, d)
+    return arith.DivFOp(one, arith.AddFOp(one, math.ExpOp(arith.NegFOp(x).result).result).result).result
+
+
+def _neg(args, d, attrs):
+    if _float(d):
+        return arith.NegFOp(args[0]).result
+    return arith.SubIOp(const_scalar(0, d), args[0]).result
+
+
+def _abs(args, d, attrs):
+    if _float(d):
+        return math.AbsFOp(args[0]).result
+    return math.AbsIOp(args[0]).result
+
+
+def _sign(args, d, attrs):
+    x = args[0]
+    if d.is_bool:
+        return x
+    zero, one, minus = const_scalar(0, d), const_scalar(1, d), const_scalar(-1, d)
+    if _float(d):
+        pos = arith.CmpFOp(_F.OGT, x, zero).result
+        neg = arith.CmpFOp(_F.OLT, x, zero).result
+        s = arith.SelectOp(pos, one, arith.SelectOp(neg, minus, zero).result).result
+        return arith.SelectOp(arith.CmpFOp(_F.UNO, x, x).result, x, s).result
+    pos = arith.CmpIOp(_I.sgt, x, zero).result
+    neg = arith.CmpIOp(_I.slt, x, zero).result
+    return arith.SelectOp(pos, one, arith.SelectOp(neg, minus, zero).result).result
+
+
+def _bitwise_not(args, d, attrs):
+    return arith.XOrIOp(args[0], const_scalar(True if d.is_bool else -1, d)).result
+
+
+def _rounding(op):
+    def fn(args, d, attrs):
+        return op(args[0]).result if _float(d) else args[0]
+
+    return fn
+
+
+def _round(args, d, attrs):
+    x = args[0]
+    if not _float(d):
+        return x
+    decimals = attrs["decimals"]
+    if decimals == 0:
+        return math.RoundEvenOp(x).result
+    scale = const_scalar(10.0 ** decimals, d)
+    return arith.DivFOp(math.RoundEvenOp(arith.MulFOp(x, scale).result).result, scale).result
+
+
+def _relu(args, d, attrs):
+    x = args[0]
+    zero = const_scalar(0, d)
+    if _float(d):
+        keep = arith.OrIOp(arith.CmpFOp(_F.OGT, x, zero).result, arith.CmpFOp(_F.UNO, x, x).result).result
+        return arith.SelectOp(keep, x, zero).result
+    return arith.MaxSIOp(x, zero).result
+
+
+def _gelu(args, d, attrs):
+    x = args[0]
+    half, one = const_scalar(0.5, d), const_scalar(1.0, d)
+    if attrs["approximate"] == "tanh":
+        cube = arith.MulFOp(arith.MulFOp(x, x).result, x).result
+        inner = arith.AddFOp(x, arith.MulFOp(const_scalar(0.044715, d), cube).result).result
+        inner = arith.MulFOp(const_scalar(pymath.sqrt(2.0 / pymath.pi), d), inner).result
+        t = math.TanhOp(inner).result
+    else:
+        t = _erf([arith.MulFOp(x, const_scalar(1.0 / pymath.sqrt(2.0), d)).result], d, attrs)
+    return arith.MulFOp(arith.MulFOp(half, x).result, arith.AddFOp(one, t).result).result
+
+
+def _silu(args, d, attrs):
+    return arith.MulFOp(args[0], _sigmoid_value(args[0], d)).result
+
+
+def _leaky_relu(args, d, attrs):
+    x = args[0]
+    pos = arith.CmpFOp(_F.OGT, x, const_scalar(0.0, d)).result
+    return arith.SelectOp(pos, x, arith.MulFOp(x, const_scalar(attrs["negative_slope"], d)).result).result
+
+
+def _isnan(args, d, attrs):
+    if _float(d):
+        return arith.CmpFOp(_F.UNO, args[0], args[0]).result
+    return const_scalar(False, dt.bool_)
+
+
+def _isinf(args, d, attrs):
+    if _float(d):
+        return arith.CmpFOp(_F.OEQ, math.AbsFOp(args[0]).result, const_scalar(float("inf"), d)).result
+    return const_scalar(False, dt.bool_)
+
+
+def _clamp(args, d, attrs):
+    x = args[0]
+    lo, hi = attrs["min"], attrs["max"]
+    if _float(d):
+        if lo is not None:
+            x = arith.MaximumFOp(x, const_scalar(lo, d)).result
+        if hi is not None:
+            x = arith.MinimumFOp(x, const_scalar(hi, d)).result
+        return x
+    if lo is not None:
+        x = arith.MaxSIOp(x, const_scalar(lo, d)).result
+    if hi is not None:
+        x = arith.MinSIOp(x, const_scalar(hi, d)).result
+    return x
+
+
+# name -> (scalar computation, how operands/results are typed)
+#   "work":    operands converted to the compute dtype, result in it
+#   "pred":    operands converted to the compute dtype, result bool
+#   "logical": operands converted to bool, result bool
+_TABLE: dict[str, tuple[Scalar, str]] = {
+    "tp.add": (_binary(arith.AddFOp, arith.AddIOp, arith.OrIOp), "work"),
+    "tp.sub": (_binary(arith.SubFOp, arith.SubIOp), "work"),
+    "tp.mul": (_binary(arith.MulFOp, arith.MulIOp, arith.AndIOp), "work"),
+    "tp.div": (_binary(arith.DivFOp, arith.DivSIOp), "work"),
+    "tp.floor_div": (_floor_div, "work"),
+    "tp.trunc_div": (_trunc_div, "work"),
+    "tp.remainder": (_remainder, "work"),
+    "tp.fmod": (_binary(arith.RemFOp, arith.RemSIOp), "work"),
+    "tp.pow": (_pow, "work"),
+    "tp.maximum": (_minmax(True), "work"),
+    "tp.minimum": (_minmax(False), "work"),
+    "tp.atan2": (_binary(math.Atan2Op, None), "work"),
+    "tp.bitwise_and": (_binary(None, arith.AndIOp, arith.AndIOp), "work"),
+    "tp.bitwise_or": (_binary(None, arith.OrIOp, arith.OrIOp), "work"),
+    "tp.bitwise_xor": (_binary(None, arith.XOrIOp, arith.XOrIOp), "work"),
+    "tp.eq": (_cmp(_F.OEQ, _I.eq, _I.eq), "pred"),
+    "tp.ne": (_cmp(_F.UNE, _I.ne, _I.ne), "pred"),
+    "tp.lt": (_cmp(_F.OLT, _I.slt, _I.ult), "pred"),
+    "tp.le": (_cmp(_F.OLE, _I.sle, _I.ule), "pred"),
+    "tp.gt": (_cmp(_F.OGT, _I.sgt, _I.ugt), "pred"),
+    "tp.ge": (_cmp(_F.OGE, _I.sge, _I.uge), "pred"),
+    "tp.logical_and": (lambda a, d, at: arith.AndIOp(a[0], a[1]).result, "logical"),
+    "tp.logical_or": (lambda a, d, at: arith.OrIOp(a[0], a[1]).result, "logical"),
+    "tp.logical_xor": (lambda a, d, at: arith.XOrIOp(a[0], a[1]).result, "logical"),
+    "tp.logical_not": (lambda a, d, at: arith.XOrIOp(a[0], const_scalar(True, dt.bool_)).result, "logical"),
+    "tp.isnan": (_isnan, "pred"),
+    "tp.isinf": (_isinf, "pred"),
+    "tp.neg": (_neg, "work"),
+    "tp.abs": (_abs, "work"),
+    "tp.sign": (_sign, "work"),
+    "tp.bitwise_not": (_bitwise_not, "work"),
+    "tp.floor": (_rounding(math.FloorOp), "work"),
+    "tp.ceil": (_rounding(math.CeilOp), "work"),
+    "tp.trunc": (_rounding(math.TruncOp), "work"),
+    "tp.round": (_round, "work"),
+    "tp.exp": (_unary_math(math.ExpOp), "work"),
+    "tp.exp2": (_unary_math(math.Exp2Op), "work"),
+    "tp.expm1": (_unary_math(math.ExpM1Op), "work"),
+    "tp.log": (_unary_math(math.LogOp), "work"),
+    "tp.log2": (_unary_math(math.Log2Op), "work"),
+    "tp.log10": (_unary_math(math.Log10Op), "work"),
+    "tp.log1p": (_unary_math(math.Log1pOp), "work"),
+    "tp.sqrt": (_unary_math(math.SqrtOp), "work"),
+    "tp.rsqrt": (_unary_math(math.RsqrtOp), "work"),
+    "tp.reciprocal": (_reciprocal, "work"),
+    "tp.sin": (_unary_math(math.SinOp), "work"),
+    "tp.cos": (_unary_math(math.CosOp), "work"),
+    "tp.tan": (_unary_math(math.TanOp), "work"),
+    "tp.asin": (_unary_math(math.AsinOp), "work"),
+    "tp.acos": (_unary_math(math.AcosOp), "work"),
+    "tp.atan": (_unary_math(math.AtanOp), "work"),
+    "tp.sinh": (_unary_math(math.SinhOp), "work"),
+    "tp.cosh": (_unary_math(math.CoshOp), "work"),
+    "tp.tanh": (_unary_math(math.TanhOp), "work"),
+    "tp.erf": (_erf, "work"),
+    "tp.sigmoid": (lambda a, d, at: _sigmoid_value(a[0], d), "work"),
+    "tp.relu": (_relu, "work"),
+    "tp.gelu": (_gelu, "work"),
+    "tp.silu": (_silu, "work"),
+    "tp.leaky_relu": (_leaky_relu, "work"),
+    "tp.clamp": (_clamp, "work"),
+}
+
+
+def _lower_table_op(ctx: LowerCtx) -> list[ir.Value]:
+    scalar, mode = _TABLE[ctx.op.name]
+    inputs = ctx.inputs()
+    promoted = ctx.opdef.compute_dtype(ctx.in_types)
+    work = compute_dtype(promoted)
+    out = ctx.out_types[0]
+
+    def body(args: list[ir.Value]) -> ir.Value:
+        target = dt.bool_ if mode == "logical" else work
+        conv = [cast_scalar(a, t.dtype, target) for a, (_, t) in zip(args, inputs)]
+        result = scalar(conv, target, ctx.attrs)
+        produced = dt.bool_ if mode in ("pred", "logical") else work
+        return cast_scalar(result, produced, out.dtype)
+
+    return [elementwise(inputs, out, body)]
+
+
+lowers(*_TABLE, summary="`linalg.generic` (parallel; broadcasts as indexing maps) with arith/math "
+                        "in the compute dtype")(_lower_table_op)
+
+
+@lowers("tp.where", summary="`linalg.generic` with `arith.select`")
+def _where(ctx: LowerCtx) -> list[ir.Value]:
+    inputs = ctx.inputs()
+    work = compute_dtype(ctx.opdef.compute_dtype(ctx.in_types))
+    out = ctx.out_types[0]
+
+    def body(args):
+        cond = args[0]
+        a = cast_scalar(args[1], inputs[1][1].dtype, work)
+        b = cast_scalar(args[2], inputs[2][1].dtype, work)
+        return cast_scalar(arith.SelectOp(cond, a, b).result, work, out.dtype)
+
+    return [elementwise(inputs, out, body)]
+
+
+@lowers("tp.cast", summary="`linalg.generic` with the arith conversion (truncation toward zero, "
+                           "nonzero tests for bool)")
+def _cast(ctx: LowerCtx) -> list[ir.Value]:
+    inputs = ctx.inputs()
+    src, out = inputs[0][1].dtype, ctx.out_types[0]
+    return [elementwise(inputs, out, lambda args: cast_scalar(args[0], src, out.dtype))]
