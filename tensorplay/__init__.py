@@ -39,6 +39,20 @@ from .dialects.tp.dtypes import (
     uint8,
 )
 from .dialects.tp.errors import DimError, DTypeError, OpError, ShapeError
+from .ops.conv import conv1d, conv2d, max_pool2d
+from .ops.indexing import (
+    argwhere,
+    gather,
+    index_put,
+    index_select,
+    masked_fill,
+    masked_select,
+    nonzero,
+    take_along_dim,
+    tril,
+    triu,
+)
+from .ops.linalg import bmm, dot, einsum, ger, inner, matmul, mm, mv, outer
 from .ops.creation import (
     arange,
     as_tensor,
@@ -143,6 +157,56 @@ from .ops.elementwise import (
     trunc,
     where,
 )
+from .ops.reduction import (
+    all,  # noqa: A004
+    amax,
+    amin,
+    any,  # noqa: A004
+    argmax,
+    argmin,
+    cumsum,
+    layer_norm,
+    log_softmax,
+    logsumexp,
+    max,  # noqa: A004
+    mean,
+    min,  # noqa: A004
+    norm,
+    prod,
+    softmax,
+    std,
+    sum,  # noqa: A004
+    var,
+)
+from .ops.shape import (
+    broadcast_shapes,
+    broadcast_tensors,
+    broadcast_to,
+    cat,
+    chunk,
+    concat,
+    concatenate,
+    flatten,
+    flip,
+    moveaxis,
+    movedim,
+    narrow,
+    permute,
+    ravel,
+    repeat,
+    reshape,
+    split,
+    squeeze,
+    stack,
+    swapaxes,
+    swapdims,
+    t,
+    tile,
+    transpose,
+    unbind,
+    unflatten,
+    unsqueeze,
+)
 from .ops.random import (
     Generator,
     bernoulli,
@@ -184,11 +248,3 @@ def is_floating_point(input: Tensor) -> builtins.bool:
 
 def numel(input: Tensor) -> builtins.int:
     return input.numel()
-
-
-# TEMPORARY while the families are being written: re-export their __all__.
-from .ops import indexing as _indexing, linalg as _linalg, reduction as _reduction, shape as _shape  # noqa: E402
-
-for _m in (_reduction, _shape, _indexing, _linalg):
-    for _n in _m.__all__:
-        globals()[_n] = getattr(_m, _n)

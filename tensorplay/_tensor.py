@@ -535,7 +535,14 @@ class Tensor:
 
     def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
         src = src if isinstance(src, Tensor) else _C.tensor(src)
-        return self._assign(_S.broadcast_to(src.to(self.dtype), tuple(self.shape)).clone())
+        from .dialects.tp.errors import ShapeError
+
+        try:
+            value = _S.broadcast_to(src.to(self.dtype), tuple(self.shape))
+        except ShapeError:
+            raise RuntimeError(f"copy_: in-place update of a tensor of shape {list(self.shape)} from a "
+                               f"source of shape {list(src.shape)}, which does not broadcast to it") from None
+        return self._assign(value.clone())
 
     def fill_(self, value: Any) -> Tensor:
         return self._assign(_C.full(tuple(self.shape), value, dtype=self.dtype))

@@ -1,4 +1,4 @@
-"""Whole models written once for both libraries (tests/nn_models.py): a nanoGPT-style
+"""Whole models written once for both libraries (tensorplay/examples/models.py): a nanoGPT-style
 decoder in two attention variants, a small CNN and an attention classifier. They run on
 tensorplay alone and, with PyTorch installed, load its weights and match its outputs."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tests.nn_models import GPTConfig, build_attention_classifier, build_cnn, build_gpt
+from tensorplay.examples.models import GPTConfig, build_attention_classifier, build_cnn, build_gpt
 
 VARIANTS = {"tril_mask": False, "sdpa_causal": True}
 

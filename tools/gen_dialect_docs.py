@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tensorplay.dialects.tp import registry
 from tensorplay.dialects.tp.registry import REQUIRED, Op
+from tensorplay.passes.lowering import lowering_summary
 
 __all__ = ["render", "main", "DEFAULT_PATH"]
 
@@ -63,6 +64,8 @@ def _op_section(op: Op) -> list[str]:
     lines.append(f"- results: {', '.join(f'`{r}`' for r in op.results)}")
     if op.operand_dtypes is not None:
         lines.append(f"- operand dtypes: {', '.join(d.name for d in op.operand_dtypes)}")
+    lowering = lowering_summary(op.name)
+    lines.append(f"- lowering: {lowering}" if lowering else "- lowering: not yet lowered to linalg")
     lines.append("")
     attrs = _attributes(op)
     if attrs:

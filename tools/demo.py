@@ -1,0 +1,103 @@
+"""The tensorplay demo: a nanoGPT-style transformer and a small CNN, written once against the
+PyTorch API, run by tensorplay and checked against PyTorch when it is installed.
+
+    python -m tensorplay.tools.demo [--repeats N]
+
+For each model it prints the output check and a timing table (median of N forward passes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import tensorplay as tp
+from tensorplay.examples import GPTConfig, build_cnn, build_gpt
+
+__all__ = ["main"]
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _load_into_torch(torch: Any, tp_model: Any, torch_model: Any) -> None:
+    state = {k: torch.from_numpy(np.array(v.numpy())) for k, v in tp_model.state_dict().items()}
+    torch_model.load_state_dict(state)
+    torch_model.eval()
+
+
+def _check(name: str, ours: np.ndarray, theirs: np.ndarray | None) -> str:
+    if theirs is None:
+        return f"{name}: output {list(ours.shape)}, finite: {bool(np.isfinite(ours).all())}"
+    err = float(np.max(np.abs(ours - theirs)))
+    ok = np.allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+    return f"{name}: output {list(ours.shape)}, max |tensorplay - PyTorch| = {err:.2e} ({'OK' if ok else 'MISMATCH'})"
+
+
+def run(repeats: int = 20, out=sys.stdout) -> bool:
+    """Run the demo; returns True when every check passes."""
+    torch = None
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # type: ignore[no-redef]
+
+    tp.manual_seed(0)
+    cfg = GPTConfig(block_size=64, vocab_size=256, n_layer=4, n_head=4, n_embd=128)
+    gpt = build_gpt(tp, cfg).eval()
+    idx = tp.randint(0, cfg.vocab_size, (4, 64))
+    cnn = build_cnn(tp).eval()
+    images = tp.randn(32, 1, 12, 12)
+
+    cases = [("nanoGPT (4 layers, 128 wide, 4x64 tokens)", gpt, lambda m, lib, x: m(x)[0], idx,
+              lambda lib: build_gpt(lib, cfg)),
+             ("CNN (32 images of 1x12x12)", cnn, lambda m, lib, x: m(x), images, build_cnn)]
+    all_ok = True
+    rows = []
+    print(f"tensorplay {tp.__version__}: eager mode (numpy on the host)", file=out)
+    for name, model, call, x, build in cases:
+        with tp.no_grad():
+            ours = call(model, tp, x).numpy()
+            eager_ms = _median_ms(lambda: call(model, tp, x), repeats)
+        theirs = torch_ms = None
+        if torch is not None:
+            ref = build(torch)
+            _load_into_torch(torch, model, ref)
+            tx = torch.from_numpy(np.array(x.numpy()))
+            with torch.no_grad():
+                theirs = call(ref, torch, tx).numpy()
+                torch_ms = _median_ms(lambda: call(ref, torch, tx), repeats)
+        line = _check(name, ours, theirs)
+        all_ok &= "MISMATCH" not in line and bool(np.isfinite(ours).all())
+        print(line, file=out)
+        rows.append((name, eager_ms, torch_ms))
+    print(file=out)
+    print(f"{'model':45s} {'tensorplay eager':>17s} {'PyTorch eager':>14s}", file=out)
+    for name, ms, tms in rows:
+        tcol = f"{tms:11.2f} ms" if tms is not None else f"{'(not installed)':>14s}"
+        print(f"{name:45s} {ms:14.2f} ms {tcol}", file=out)
+    print(f"\nmedian of {repeats} runs per model", file=out)
+    return all_ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20, help="timed forward passes per model")
+    args = parser.parse_args(argv)
+    return 0 if run(args.repeats) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
