@@ -52,3 +52,17 @@ def test_add_and_mul_match_numpy_on_broadcast_shapes(data):
     np.testing.assert_allclose((ta + tb).numpy(), a + b, rtol=1e-6)
     np.testing.assert_allclose((ta * tb).numpy(), a * b, rtol=1e-6)
     assert (ta < tb).numpy().tolist() == (a < b).tolist()
+
+
+def test_reference_erf_is_accurate_to_double_precision():
+    import math
+
+    from tensorplay.dialects.tp.ops.elementwise import erf
+
+    xs = np.concatenate([np.linspace(-8, 8, 40001), [0.0, -0.0, 1e-300, 2.5, np.nextafter(2.5, 3), 40.0]])
+    expected = np.array([math.erf(v) for v in xs])
+    got = erf(xs)
+    rel = np.abs(got - expected) / np.maximum(np.abs(expected), 1e-300)
+    assert rel.max() < 1e-14
+    assert np.isnan(erf(np.array([np.nan]))[0])
+    assert erf(np.array([np.inf, -np.inf])).tolist() == [1.0, -1.0]

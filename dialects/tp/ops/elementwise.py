@@ -20,12 +20,34 @@ from ..shapes import broadcast_shapes
 from ..types import TensorType, type_of_array
 from ._common import promote_operands, upcast
 
-_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """Error function, exact to the input precision (numpy has none of its own)."""
-    return np.asarray(_erf_scalar(x)).astype(x.dtype)
+    """Error function in float64 (relative error below 1e-14), vectorized: numpy has none.
+
+    |x| <= 2.5 sums the Maclaurin series (its cancellation costs under two digits there);
+    beyond, erf = 1 - erfc with erfc from its continued fraction, evaluated bottom-up.
+    """
+    a = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(a)
+    small = np.abs(a) <= 2.5
+    xs = a[small]
+    x2 = xs * xs
+    term, total = xs.copy(), xs.copy()
+    for n in range(1, 45):
+        term = term * (-x2) / n
+        total = total + term / (2 * n + 1)
+    out[small] = total * _TWO_OVER_SQRT_PI
+    big = ~small & ~np.isnan(a)
+    xl = np.abs(a[big])
+    acc = np.zeros_like(xl)
+    for k in range(60, 0, -1):
+        acc = (k / 2.0) / (xl + acc)
+    erfc = np.exp(-xl * xl) / math.sqrt(math.pi) / (xl + acc)
+    out[big] = np.sign(a[big]) * (1.0 - erfc)
+    out[np.isnan(a)] = np.nan
+    return out.astype(np.asarray(x).dtype)
 
 
 class Elementwise(Op):
