@@ -1,0 +1,69 @@
+// RUN: tpc-opt %s -p convert-tp-to-linalg | filecheck %s
+
+// Broadcast operands are read through indexing maps; nothing is materialized.
+// CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1) -> (d0, 0)>
+
+// CHECK-LABEL: func.func @broadcast_add
+func.func @broadcast_add(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  // CHECK-NEXT: %[[E:.*]] = tensor.empty() : tensor<4x8xf32>
+  // CHECK-NEXT: %[[G:.*]] = linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>) outs(%[[E]] : tensor<4x8xf32>)
+  // CHECK-NEXT: ^bb0(%[[X:.*]]: f32, %[[Y:.*]]: f32, %{{.*}}: f32):
+  // CHECK-NEXT:   %[[S:.*]] = arith.addf %[[X]], %[[Y]] : f32
+  // CHECK-NEXT:   linalg.yield %[[S]] : f32
+  // CHECK-NEXT: } -> tensor<4x8xf32>
+  // CHECK-NEXT: return %[[G]]
+  %0 = "tp.add"(%a, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @size_one_dims_read_index_zero
+func.func @size_one_dims_read_index_zero(%a: tensor<4x8xf32>, %b: tensor<4x1xf32>) -> tensor<4x8xf32> {
+  // CHECK: linalg.generic {indexing_maps = [#[[ID]], #[[COL]], #[[ID]]]
+  // CHECK: arith.mulf
+  %0 = "tp.mul"(%a, %b) : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// Half types compute in f32 and round once; int operands convert with sitofp.
+// CHECK-LABEL: func.func @mixed_dtypes
+func.func @mixed_dtypes(%a: tensor<3xf16>, %b: tensor<3xi32>) -> tensor<3xf16> {
+  // CHECK: ^bb0(%[[X:.*]]: f16, %[[Y:.*]]: i32, %{{.*}}: f16):
+  // CHECK-NEXT: %[[XF:.*]] = arith.extf %[[X]] : f16 to f32
+  // CHECK-NEXT: %[[YF:.*]] = arith.sitofp %[[Y]] : i32 to f32
+  // CHECK-NEXT: %[[S:.*]] = arith.mulf %[[XF]], %[[YF]] : f32
+  // CHECK-NEXT: %[[R:.*]] = arith.truncf %[[S]] : f32 to f16
+  // CHECK-NEXT: linalg.yield %[[R]] : f16
+  %0 = "tp.mul"(%a, %b) : (tensor<3xf16>, tensor<3xi32>) -> tensor<3xf16>
+  return %0 : tensor<3xf16>
+}
+
+// Float to int casts truncate toward zero (fptosi); to bool they test for nonzero.
+// CHECK-LABEL: func.func @casts
+func.func @casts(%a: tensor<3xf32>) -> (tensor<3xi32>, tensor<3xi1>) {
+  // CHECK: arith.fptosi %{{.*}} : f32 to i32
+  // CHECK: arith.cmpf une, %{{.*}}, %{{.*}} : f32
+  %0 = "tp.cast"(%a) {dtype = i32} : (tensor<3xf32>) -> tensor<3xi32>
+  %1 = "tp.cast"(%a) {dtype = i1} : (tensor<3xf32>) -> tensor<3xi1>
+  return %0, %1 : tensor<3xi32>, tensor<3xi1>
+}
+
+// Dynamic sizes come from the operands with tensor.dim.
+// CHECK-LABEL: func.func @dynamic
+func.func @dynamic(%a: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // CHECK: %[[D:.*]] = tensor.dim %arg0, %{{.*}} : tensor<?x8xf32>
+  // CHECK-NEXT: tensor.empty(%[[D]]) : tensor<?x8xf32>
+  // CHECK: math.exp
+  %0 = "tp.exp"(%a) : (tensor<?x8xf32>) -> tensor<?x8xf32>
+  return %0 : tensor<?x8xf32>
+}
+
+// CHECK-LABEL: func.func @fill_and_range
+func.func @fill_and_range() -> (tensor<2x3xf32>, tensor<4xi64>) {
+  // CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<2x3xf32>)
+  // CHECK: linalg.index 0
+  %0 = "tp.full"() {shape = array<i64: 2, 3>, value = 1.5, dtype = f32} : () -> tensor<2x3xf32>
+  %1 = "tp.arange"() {start = 0.0, end = 4.0, step = 1.0, dtype = i64} : () -> tensor<4xi64>
+  return %0, %1 : tensor<2x3xf32>, tensor<4xi64>
+}
