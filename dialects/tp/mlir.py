@@ -9,7 +9,7 @@ turns a parsed module back into graphs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 import re
 from typing import Any
@@ -252,8 +252,11 @@ def _operand_slots(op: Op, mlir_op: ir.Operation) -> list[Any]:
     return [next(it) if s else None for s in sizes]
 
 
-def _verify_op(mlir_op: ir.Operation) -> tuple[Op, list[Any], dict[str, Any]]:
-    """Check one tp op against its declaration; returns (op, operand slots, attrs)."""
+def _verify_op(mlir_op: ir.Operation, value_types: Mapping[Any, TensorType] | None = None,
+               ) -> tuple[Op, list[Any], dict[str, Any]]:
+    """Check one tp op against its declaration; returns (op, operand slots, attrs).
+    ``value_types`` overrides the tp types of operand values (used while lowering, when
+    operands may already carry lowered types)."""
     op = lookup(mlir_op.name)
     slots = _operand_slots(op, mlir_op)
     raw: dict[str, Any] = {}
@@ -268,7 +271,8 @@ def _verify_op(mlir_op: ir.Operation) -> tuple[Op, list[Any], dict[str, Any]]:
             raise OpError(f"{op.name}: unknown attribute '{name}'; valid attributes: {valid}") from None
         raw[name] = _attr_from_mlir(op, decl, mlir_op.attributes[name])
     attrs = op.normalize_attrs(raw)
-    types = [None if v is None else tensor_type_of(v.type) for v in slots]
+    types = [None if v is None else (value_types[v] if value_types is not None and v in value_types
+                                     else tensor_type_of(v.type)) for v in slots]
     inferred = op.verify(types, attrs)
     results = [tensor_type_of(r.type) for r in mlir_op.results]
     if len(results) != len(inferred):
