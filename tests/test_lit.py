@@ -15,3 +15,14 @@ def test_lit_suite_passes():
     proc = subprocess.run([sys.executable, "-c", "from lit.main import main; main()", "-q", str(LIT_DIR)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_lit_roundtrip_file_covers_every_op_and_is_current():
+    from tensorplay.dialects.tp import all_ops
+    from tests import gen_lit_roundtrip
+
+    text = gen_lit_roundtrip.PATH.read_text()
+    assert text == gen_lit_roundtrip.render(), \
+        "tests/lit/roundtrip.mlir is stale; regenerate with: python -m tests.gen_lit_roundtrip"
+    for op in all_ops():
+        assert f'"{op.name}"' in text

@@ -178,7 +178,10 @@ def record_calls(infos: Sequence[OpInfo] | None = None) -> list[RecordedCall]:
                                       dict(attrs), tuple(result_types))
         return NotImplemented
 
-    with capture_handler(record):
+    import warnings
+
+    with capture_handler(record), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         for info in (ALL if infos is None else infos):
             for dtype in info.dtypes:
                 rng = np.random.default_rng(abs(hash((info.name, dtype.name))) % 2**32)
