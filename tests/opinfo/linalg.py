@@ -49,7 +49,12 @@ def _matmul_ref(a, b):
     return np.matmul(_f(a), _f(b))
 
 
-def _einsum_case(name, equation, shapes, *, as_list=False, ref=None):
+# Three-operand contractions round the pairwise intermediate to the half type, as PyTorch
+# does; against the exact float64 expectation that costs up to ~0.15 absolute on these sizes.
+_THREE_OPERAND_ROOM = {**_HALF_ROOM, tp.bfloat16: (2e-2, 0.2), tp.float16: (2e-3, 0.03)}
+
+
+def _einsum_case(name, equation, shapes, *, as_list=False, ref=None, tol=None):
     def samples(rng, dtype):
         return [Sample(tuple(_arg(rng, s, dtype) for s in shapes), desc=equation)]
 
@@ -63,7 +68,7 @@ def _einsum_case(name, equation, shapes, *, as_list=False, ref=None):
     def default_ref(*ops):
         return np.einsum(equation, *[_f(o) for o in ops])
 
-    return OpInfo(f"einsum_{name}", fn, ref or default_ref, samples, dtypes=FLOATS, tol=_HALF_ROOM)
+    return OpInfo(f"einsum_{name}", fn, ref or default_ref, samples, dtypes=FLOATS, tol=tol or _HALF_ROOM)
 
 
 def _einsum_sublist_samples(rng, dtype):
@@ -146,7 +151,7 @@ OPS = [
     _einsum_case("implicit", "ba,ac", [(2, 3), (3, 4)]),
     _einsum_case("implicit_uppercase_first", "bA,Ab", [(2, 3), (3, 2)]),
     _einsum_case("three_operands", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
-    _einsum_case("bilinear", "bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    _einsum_case("bilinear", "bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)], tol=_THREE_OPERAND_ROOM),
     _einsum_case("private_dims", "ij,k->", [(2, 3), (4,)]),
     _einsum_case("hadamard_broadcast", "ij,ij->ij", [(2, 3), (2, 1)]),
     _einsum_case("broadcast_sum", "ij,ij->i", [(2, 3), (1, 3)]),
