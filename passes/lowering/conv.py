@@ -1,0 +1,393 @@
+"""Lowerings of the conv family over NCHW tensors.
+
+``tp.conv2d`` pads with ``tensor.pad`` and runs ``linalg.conv_2d_nchw_fchw`` (grouped:
+``linalg.depthwise_conv_2d_nchw_chw`` or ``linalg.conv_2d_ngchw_gfchw`` over expanded
+shapes) into a zero accumulator of the compute dtype; bias and the rounding of half types
+share one broadcasting ``linalg.generic``. Pooling pads with the reduction's identity and
+uses ``linalg.pooling_nchw_max``/``pooling_nchw_sum``; ``tp.max_pool2d_with_indices`` is a
+``linalg.generic`` reducing (value, flat index) pairs. ``tp.pad`` is ``tensor.pad`` (plus
+``tensor.extract_slice`` for crops) or, in reflect, replicate and circular modes, a
+``linalg.generic`` that reads its source element with ``tensor.extract``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ...dialects.ir import arith, ir, linalg, tensor
+from ...dialects.tp import dtypes as dt
+from ...dialects.tp.ops.elementwise import cast_array
+from ...dialects.tp.types import TensorType, is_static
+from . import LowerCtx, lowers
+from ._builder import cast_scalar, compute_dtype, const_scalar, elem_type, index_const
+from .linalg import (Size, as_index, collapse, expand, index_add, match_type, parallel_iterators,
+                     reduction_iterators, sizes_of, tensor_of, zeros)
+
+_I = arith.CmpIPredicate
+_F = arith.CmpFPredicate
+
+
+def _pad_constant(value: ir.Value, sizes: Sequence[Size], low: Sequence[int], high: Sequence[int],
+                  fill: ir.Value, elem: ir.Type) -> tuple[ir.Value, list[Size]]:
+    """``tensor.pad`` by static non-negative amounts with the scalar ``fill``."""
+    new = [index_add(s, lo + hi) if lo + hi else s for s, lo, hi in zip(sizes, low, high)]
+    if not any(low) and not any(high):
+        return value, new
+    op = tensor.PadOp(tensor_of(new, elem), value, [], [], list(low), list(high))
+    block = op.regions[0].blocks.append(*[ir.IndexType.get()] * len(sizes))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(fill)
+    return op.result, new
+
+
+def _lowest(dtype: dt.DType) -> ir.Value:
+    """The identity of max: -inf, or the smallest integer of the dtype."""
+    if dtype.is_floating_point:
+        return const_scalar(float("-inf"), dtype)
+    return const_scalar(int(np.iinfo(dtype.np_dtype).min), dtype)
+
+
+def _window_out(size: Size, known, kernel: Size, stride: int, pad_lo: int, pad_hi: int,
+                dilation: int, ceil_mode: bool) -> Size:
+    """One spatial output size: the declared one when static, else computed like the op's
+    inference (``pad_hi`` is the explicit high padding of conv; pooling passes ``None``)."""
+    if is_static(known):
+        return int(known)
+    pad_total = pad_lo + (pad_lo if pad_hi is None else pad_hi)
+    extra = stride - 1 if ceil_mode else 0
+    if isinstance(kernel, int):
+        numer = index_add(size, pad_total + extra - dilation * (kernel - 1) - 1)
+    else:  # size + pads + extra - dilation * (kernel - 1) - 1
+        reach = arith.MulIOp(kernel, index_const(dilation)).result
+        numer = arith.SubIOp(index_add(size, pad_total + extra + dilation - 1), reach).result
+    numer = as_index(numer)
+    out = arith.AddIOp(arith.FloorDivSIOp(numer, index_const(stride)).result, index_const(1)).result
+    if ceil_mode:
+        # the last window must start inside the input or its left padding
+        last = arith.MulIOp(arith.SubIOp(out, index_const(1)).result, index_const(stride)).result
+        limit = as_index(index_add(size, pad_lo))
+        over = arith.CmpIOp(_I.sge, last, limit).result
+        out = arith.SelectOp(over, arith.SubIOp(out, index_const(1)).result, out).result
+    return out
+
+
+def _padded_pool_input(ctx: LowerCtx, fill: ir.Value, dilation: Sequence[int] = (1, 1),
+                       ) -> tuple[ir.Value, list[Size], list[Size]]:
+    """The input of a pooling op padded with ``fill``, its sizes and the output sizes. The
+    high side covers ceil mode's last windows: exactly when the size is static, else by an
+    upper bound (padding beyond the last window is never read)."""
+    (x, tx), = ctx.inputs()
+    kernel, stride, pad, ceil = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
+                                 ctx.attrs["ceil_mode"])
+    sizes = sizes_of(x, tx)
+    out_sizes = sizes[:2]
+    high = []
+    for i in range(2):
+        size, k, s, p, d = sizes[2 + i], kernel[i], stride[i], pad[i], dilation[i]
+        o = _window_out(size, ctx.out_types[0].shape[2 + i], k, s, p, None, d, ceil)
+        out_sizes.append(o)
+        if isinstance(size, int) and isinstance(o, int):
+            high.append(max((o - 1) * s + d * (k - 1) + 1 - size - p, 0))
+        else:
+            high.append(p + (s - 1 if ceil else 0))
+    padded, _ = _pad_constant(x, sizes, [0, 0, pad[0], pad[1]], [0, 0, high[0], high[1]], fill,
+                              elem_type(tx.dtype))
+    return padded, sizes, out_sizes
+
+
+def _window_generic(padded: ir.Value, kernel, stride, dilation, outs: list[ir.Value],
+                    body: Callable[[list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
+    """A ``linalg.generic`` over (n, c, oh, ow, kh, kw) reducing the windows of ``padded``
+    into ``outs``; ``body`` gets (element, *accumulators) and yields the new accumulators."""
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]
+    read = ir.AffineMap.get(6, 0, [d[0], d[1], d[2] * stride[0] + d[4] * dilation[0],
+                                   d[3] * stride[1] + d[5] * dilation[1]])
+    window_map = ir.AffineMap.get(6, 0, [d[4], d[5]])
+    out_map = ir.AffineMap.get(6, 0, d[:4])
+    elem = ir.RankedTensorType(padded.type).element_type
+    window = tensor.EmptyOp(list(kernel), elem).result  # only gives the window loops their sizes
+    maps = [read, window_map] + [out_map] * len(outs)
+    op = linalg.GenericOp([o.type for o in outs], [padded, window], outs,
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                          ir.ArrayAttr.get(parallel_iterators(4) + reduction_iterators(2)))
+    acc_types = [ir.RankedTensorType(o.type).element_type for o in outs]
+    block = op.regions[0].blocks.append(elem, elem, *acc_types)
+    args = list(block.arguments)
+    with ir.InsertionPoint(block):
+        linalg.YieldOp(body([args[0]] + args[2:]))
+    return list(op.results)
+
+
+def _filled(sizes: Sequence[Size], dtype: dt.DType, value: ir.Value) -> ir.Value:
+    return linalg.fill(value, outs=[tensor.EmptyOp(list(sizes), elem_type(dtype)).result])
+
+
+@lowers("tp.conv2d", summary="`tensor.pad` + `linalg.conv_2d_nchw_fchw` (groups: "
+                             "`linalg.depthwise_conv_2d_nchw_chw` or `linalg.conv_2d_ngchw_gfchw` via "
+                             "`tensor.expand_shape`) into a `linalg.fill` 0 accumulator (float32 for "
+                             "half types); bias and rounding in one broadcasting `linalg.generic`")
+def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
+    x, w, bias = ctx.operands
+    tx, tw, tb = ctx.in_types
+    out = ctx.out_types[0]
+    dtype = tx.dtype
+    acc_dtype = compute_dtype(dtype)
+    elem = elem_type(dtype)
+    stride, dilation, groups = ctx.attrs["stride"], ctx.attrs["dilation"], ctx.attrs["groups"]
+    top, left, bottom, right = ctx.attrs["padding"]
+    x_sizes, w_sizes = sizes_of(x, tx), sizes_of(w, tw)
+    # Input channels = groups * weight channels: where one side knows its size, the other
+    # is cast to it, since expand_shape cannot split a static dim into a dynamic one.
+    if not isinstance(x_sizes[1], int) and isinstance(w_sizes[1], int):
+        x_sizes[1] = w_sizes[1] * groups
+        x = tensor.CastOp(tensor_of(x_sizes, elem), x).result
+    elif isinstance(x_sizes[1], int) and not isinstance(w_sizes[1], int):
+        w_sizes[1] = x_sizes[1] // groups
+        w = tensor.CastOp(tensor_of(w_sizes, elem), w).result
+    x, x_sizes = _pad_constant(x, x_sizes, [0, 0, top, left], [0, 0, bottom, right],
+                               const_scalar(0, dtype), elem)
+    n, c = x_sizes[:2]
+    o, cg, kh, kw = w_sizes
+    oh = _window_out(x_sizes[2], out.shape[2], kh, stride[0], 0, 0, dilation[0], False)
+    ow = _window_out(x_sizes[3], out.shape[3], kw, stride[1], 0, 0, dilation[1], False)
+    geometry = dict(strides=list(stride), dilations=list(dilation))
+    if any(isinstance(s, int) and s == 0 for s in (cg, kh, kw)):
+        # IREE 3.13 crashes compiling a contraction over a static empty dim; the sum is just 0.
+        result = zeros([n, o, oh, ow], acc_dtype)
+    elif groups == 1:
+        result = linalg.conv_2d_nchw_fchw(x, w, outs=[zeros([n, o, oh, ow], acc_dtype)], **geometry)
+    elif cg == 1 and isinstance(o, int) and o == groups:
+        # one filter per channel: depthwise
+        w, _ = collapse(w, w_sizes, [[0, 1], [2], [3]], elem)
+        result = linalg.depthwise_conv_2d_nchw_chw(x, w, outs=[zeros([n, o, oh, ow], acc_dtype)],
+                                                   **geometry)
+    else:
+        per_group = o // groups if isinstance(o, int) else \
+            arith.DivUIOp(o, index_const(groups)).result
+        xg = expand(x, [n, groups, cg] + x_sizes[2:], [[0], [1, 2], [3], [4]], elem)
+        wg = expand(w, [groups, per_group, cg, kh, kw], [[0, 1], [2], [3], [4]], elem)
+        acc = zeros([n, groups, per_group, oh, ow], acc_dtype)
+        grouped = linalg.conv_2d_ngchw_gfchw(xg, wg, outs=[acc], **geometry)
+        result, _ = collapse(grouped, [n, groups, per_group, oh, ow], [[0], [1, 2], [3], [4]],
+                             elem_type(acc_dtype))
+    if bias is None and acc_dtype is dtype:
+        return [match_type(result, out)]
+    return [match_type(_bias_and_round(result, bias, [n, o, oh, ow], acc_dtype, dtype,
+                                       None if tb is None else tb.dtype), out)]
+
+
+def _bias_and_round(acc: ir.Value, bias: ir.Value | None, sizes: list[Size], acc_dtype: dt.DType,
+                    dtype: dt.DType, bias_dtype: dt.DType | None) -> ir.Value:
+    """acc + bias[channel] in the compute dtype, rounded to ``dtype``."""
+    ident = ir.AffineMap.get_identity(4)
+    channel = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(1)])
+    ins = [acc] + ([] if bias is None else [bias])
+    maps = [ident] + ([] if bias is None else [channel]) + [ident]
+    init = tensor.EmptyOp(sizes, elem_type(dtype)).result
+    op = linalg.GenericOp([tensor_of(sizes, elem_type(dtype))], ins, [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                          ir.ArrayAttr.get(parallel_iterators(4)))
+    arg_types = [elem_type(acc_dtype)] + ([] if bias is None else [elem_type(bias_dtype)])
+    block = op.regions[0].blocks.append(*arg_types, elem_type(dtype))
+    with ir.InsertionPoint(block):
+        v = block.arguments[0]
+        if bias is not None:
+            b = cast_scalar(block.arguments[1], bias_dtype, acc_dtype)
+            v = (arith.AddFOp if acc_dtype.is_floating_point else arith.AddIOp)(v, b).result
+        linalg.YieldOp([cast_scalar(v, acc_dtype, dtype)])
+    return op.result
+
+
+@lowers("tp.max_pool2d", summary="`tensor.pad` with -inf (the dtype's minimum for ints) + "
+                                 "`linalg.pooling_nchw_max` (uint8: a `linalg.generic` with "
+                                 "`arith.maxui`) into a `linalg.fill` of the same value")
+def _max_pool2d(ctx: LowerCtx) -> list[ir.Value]:
+    dtype = ctx.in_types[0].dtype
+    elem = elem_type(dtype)
+    dilation = ctx.attrs["dilation"]
+    xp, _, out_sizes = _padded_pool_input(ctx, _lowest(dtype), dilation)
+    acc = _filled(out_sizes, dtype, _lowest(dtype))
+    kernel, stride = ctx.attrs["kernel_size"], ctx.attrs["stride"]
+    if dtype.is_signed or dtype.is_floating_point:
+        window = tensor.EmptyOp(list(kernel), elem).result
+        result = linalg.pooling_nchw_max(xp, window, outs=[acc], strides=list(stride),
+                                         dilations=list(dilation))
+    else:
+        result, = _window_generic(xp, kernel, stride, dilation, [acc],
+                                  lambda a: [arith.MaxUIOp(a[1], a[0]).result])
+    return [match_type(result, ctx.out_types[0])]
+
+
+@lowers("tp.max_pool2d_with_indices",
+        summary="`tensor.pad` + `linalg.generic` (reduction over the window) carrying (value, flat "
+                "index) pairs: the larger value, NaN first, ties to the smaller index, padding skipped")
+def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
+    dtype = ctx.in_types[0].dtype
+    kernel, stride, pad, dilation = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
+                                     ctx.attrs["dilation"])
+    xp, sizes, out_sizes = _padded_pool_input(ctx, _lowest(dtype), dilation)
+    values = _filled(out_sizes, dtype, _lowest(dtype))
+    indices = _filled(out_sizes, dt.int64, const_scalar(np.iinfo(np.int64).max, dt.int64))
+    height, width = as_index(sizes[2]), as_index(sizes[3])
+    i64 = ir.IntegerType.get_signless(64)
+
+    def position(dim: int, window_dim: int, i: int) -> ir.Value:
+        o = linalg.IndexOp(ir.IntegerAttr.get(i64, dim)).result
+        k = linalg.IndexOp(ir.IntegerAttr.get(i64, window_dim)).result
+        at = arith.AddIOp(arith.MulIOp(o, index_const(stride[i])).result,
+                          arith.MulIOp(k, index_const(dilation[i])).result).result
+        return arith.SubIOp(at, index_const(pad[i])).result
+
+    def body(args: list[ir.Value]) -> list[ir.Value]:
+        v, best, best_at = args
+        ih, iw = position(2, 4, 0), position(3, 5, 1)
+        zero = index_const(0)
+        inside = const_scalar(True, dt.bool_)
+        for at, extent in ((ih, height), (iw, width)):
+            within = arith.AndIOp(arith.CmpIOp(_I.sge, at, zero).result,
+                                  arith.CmpIOp(_I.slt, at, extent).result).result
+            inside = arith.AndIOp(inside, within).result
+        flat = arith.IndexCastOp(i64, arith.AddIOp(arith.MulIOp(ih, width).result, iw).result).result
+        earlier = arith.CmpIOp(_I.slt, flat, best_at).result
+        # Order-independent choice, so the reduction may be split: NaN beats numbers, a
+        # larger value wins, and ties go to the earlier position (the first maximum).
+        if dtype.is_floating_point:
+            v_nan = arith.CmpFOp(_F.UNO, v, v).result
+            best_num = arith.CmpFOp(_F.ORD, best, best).result
+            tie = arith.AndIOp(arith.CmpFOp(_F.OEQ, v, best).result, earlier).result
+            better = arith.OrIOp(arith.CmpFOp(_F.OGT, v, best).result, tie).result
+            take = arith.SelectOp(v_nan, arith.OrIOp(best_num, earlier).result,
+                                  arith.AndIOp(best_num, better).result).result
+        else:
+            gt = _I.sgt if dtype.is_signed else _I.ugt
+            take = arith.OrIOp(arith.CmpIOp(gt, v, best).result,
+                               arith.AndIOp(arith.CmpIOp(_I.eq, v, best).result, earlier).result).result
+        take = arith.AndIOp(take, inside).result
+        return [arith.SelectOp(take, v, best).result, arith.SelectOp(take, flat, best_at).result]
+
+    result, where = _window_generic(xp, kernel, stride, dilation, [values, indices], body)
+    return [match_type(result, ctx.out_types[0]), match_type(where, ctx.out_types[1])]
+
+
+@lowers("tp.avg_pool2d", summary="`tensor.pad` with 0 + `linalg.pooling_nchw_sum` (float32 for half "
+                                 "types), then a `linalg.generic` dividing by the per-window divisor "
+                                 "computed from `linalg.index` (padding, ceil-mode clipping, override)")
+def _avg_pool2d(ctx: LowerCtx) -> list[ir.Value]:
+    out = ctx.out_types[0]
+    dtype = out.dtype
+    acc_dtype = compute_dtype(dtype)
+    elem = elem_type(dtype)
+    kernel, stride, pad = ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"]
+    override, include_pad = ctx.attrs["divisor_override"], ctx.attrs["count_include_pad"]
+    xp, sizes, out_sizes = _padded_pool_input(ctx, const_scalar(0, dtype))
+    window = tensor.EmptyOp(list(kernel), elem).result
+    sums = linalg.pooling_nchw_sum(xp, window, outs=[zeros(out_sizes, acc_dtype)], strides=list(stride),
+                                   dilations=[1, 1])
+    i64 = ir.IntegerType.get_signless(64)
+    extents = [as_index(s) for s in sizes[2:]]
+
+    def count(dim: int, i: int) -> ir.Value:
+        """The number of elements the window at output position ``dim`` divides by."""
+        o = linalg.IndexOp(ir.IntegerAttr.get(i64, dim)).result
+        start = arith.SubIOp(arith.MulIOp(o, index_const(stride[i])).result, index_const(pad[i])).result
+        limit = arith.AddIOp(extents[i], index_const(pad[i])).result
+        end = arith.MinSIOp(arith.AddIOp(start, index_const(kernel[i])).result, limit).result
+        if not include_pad:
+            start = arith.MaxSIOp(start, index_const(0)).result
+            end = arith.MinSIOp(end, extents[i]).result
+        return arith.SubIOp(end, start).result
+
+    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(4))
+    init = tensor.EmptyOp(out_sizes, elem).result
+    op = linalg.GenericOp([tensor_of(out_sizes, elem)], [sums], [init], ir.ArrayAttr.get([ident, ident]),
+                          ir.ArrayAttr.get(parallel_iterators(4)))
+    block = op.regions[0].blocks.append(elem_type(acc_dtype), elem)
+    with ir.InsertionPoint(block):
+        if override is not None:
+            divisor = const_scalar(override, dt.int64)
+        else:
+            divisor = arith.IndexCastOp(i64, arith.MulIOp(count(2, 0), count(3, 1)).result).result
+        total = block.arguments[0]
+        if acc_dtype.is_floating_point:
+            mean = arith.DivFOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
+        else:
+            mean = arith.DivSIOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
+        linalg.YieldOp([cast_scalar(mean, acc_dtype, dtype)])
+    return [match_type(op.result, out)]
+
+
+def _crop(value: ir.Value, sizes: list[Size], low: Sequence[int], high: Sequence[int],
+          elem: ir.Type) -> tuple[ir.Value, list[Size]]:
+    """``tensor.extract_slice`` removing the negative amounts of ``low``/``high``."""
+    cut_lo = [max(-lo, 0) for lo in low]
+    cut_hi = [max(-hi, 0) for hi in high]
+    if not any(cut_lo) and not any(cut_hi):
+        return value, sizes
+    new = [s if not (a or b) else index_add(s, -(a + b)) for s, a, b in zip(sizes, cut_lo, cut_hi)]
+    dyn = ir.ShapedType.get_dynamic_size()
+    static_sizes = [s if isinstance(s, int) else dyn for s in new]
+    dynamic = [s for s in new if not isinstance(s, int)]
+    op = tensor.ExtractSliceOp(tensor_of(new, elem), value, [], dynamic, [], cut_lo, static_sizes,
+                               [1] * len(sizes))
+    return op.result, new
+
+
+def _source_index(i: ir.Value, size: Size, lo: int, hi: int, mode: str) -> ir.Value:
+    """The input index that output index ``i`` of one padded dim reads."""
+    n = as_index(size)
+    zero = index_const(0)
+    if mode == "circular":
+        # crop first, then wrap around the kept range [cut, cut + kept)
+        cut = max(-lo, 0)
+        kept = arith.AddIOp(n, index_const(min(lo, 0) + min(hi, 0))).result
+        u = arith.SubIOp(i, index_const(max(lo, 0))).result
+        u = arith.SelectOp(arith.CmpIOp(_I.slt, u, zero).result, arith.AddIOp(u, kept).result, u).result
+        u = arith.SelectOp(arith.CmpIOp(_I.sge, u, kept).result, arith.SubIOp(u, kept).result, u).result
+        return arith.AddIOp(u, index_const(cut)).result
+    # reflect and replicate pad first and crop after: output i is padded position i - lo
+    t = arith.SubIOp(i, index_const(lo)).result
+    last = arith.SubIOp(n, index_const(1)).result
+    if mode == "replicate":
+        return arith.MaxSIOp(arith.MinSIOp(t, last).result, zero).result
+    t = arith.SelectOp(arith.CmpIOp(_I.slt, t, zero).result, arith.SubIOp(zero, t).result, t).result
+    beyond = arith.CmpIOp(_I.sgt, t, last).result
+    return arith.SelectOp(beyond, arith.SubIOp(arith.AddIOp(last, last).result, t).result, t).result
+
+
+@lowers("tp.pad", summary="constant: `tensor.extract_slice` for crops + `tensor.pad`; reflect, "
+                          "replicate, circular: `linalg.generic` reading `tensor.extract` at the "
+                          "mirrored, clamped or wrapped index")
+def _pad(ctx: LowerCtx) -> list[ir.Value]:
+    (x, tx), = ctx.inputs()
+    out = ctx.out_types[0]
+    low, high, mode = ctx.attrs["low"], ctx.attrs["high"], ctx.attrs["mode"]
+    elem = elem_type(tx.dtype)
+    sizes = sizes_of(x, tx)
+    if tx.rank == 0:
+        return [x]
+    if mode == "constant":
+        fill = cast_array(np.array(ctx.attrs["value"], np.float64), tx.dtype)
+        value = fill.item()  # a Python bool, int or float of the dtype's exact value
+        cropped, sizes = _crop(x, sizes, low, high, elem)
+        grow_lo, grow_hi = [max(lo, 0) for lo in low], [max(hi, 0) for hi in high]
+        padded, _ = _pad_constant(cropped, sizes, grow_lo, grow_hi, const_scalar(value, tx.dtype), elem)
+        return [match_type(padded, out)]
+    out_sizes = [index_add(s, lo + hi) if lo + hi else s for s, lo, hi in zip(sizes, low, high)]
+    init = tensor.EmptyOp(out_sizes, elem).result
+    rank = tx.rank
+    op = linalg.GenericOp([tensor_of(out_sizes, elem)], [], [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
+                          ir.ArrayAttr.get(parallel_iterators(rank)))
+    block = op.regions[0].blocks.append(elem)
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.InsertionPoint(block):
+        at = []
+        for d in range(rank):
+            i = linalg.IndexOp(ir.IntegerAttr.get(i64, d)).result
+            if low[d] or high[d]:
+                i = _source_index(i, sizes[d], low[d], high[d], mode)
+            at.append(i)
+        linalg.YieldOp([tensor.ExtractOp(x, at).result])
+    return [match_type(op.result, out)]
