@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 
 from iree.compiler import ir, passmanager
-from iree.compiler.dialects import arith, func, linalg, math, tensor
+from iree.compiler.dialects import arith, func, linalg, math, scf, tensor
 
-__all__ = ["ir", "passmanager", "arith", "func", "linalg", "math", "tensor", "context"]
+__all__ = ["ir", "passmanager", "arith", "func", "linalg", "math", "scf", "tensor", "context"]
 
 _local = threading.local()
 

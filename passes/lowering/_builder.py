@@ -11,6 +11,7 @@ import numpy as np
 from ...dialects.ir import arith, ir, linalg, math, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
+from ._mathlib import f32_to_bf16
 
 __all__ = ["elem_type", "ranked", "const_scalar", "cast_scalar", "empty_like_type", "dim_value",
            "broadcast_map", "elementwise", "compute_dtype", "identity_map", "index_const"]
@@ -64,6 +65,12 @@ def cast_scalar(v: ir.Value, src: dt.DType, dst: dt.DType) -> ir.Value:
     if src.is_floating_point and dst.is_floating_point:
         if dst.bits > src.bits or (dst.bits == src.bits and dst is dt.float32):
             return arith.ExtFOp(tdst, v).result
+        if dst is dt.bfloat16:
+            # IREE's CPU backend cannot link the f32→bf16 builtin: round on the bits. As in
+            # PyTorch, float64 and float16 go through float32 first.
+            f32 = ir.F32Type.get()
+            wide = v if src is dt.float32 else (arith.TruncFOp if src.bits > 32 else arith.ExtFOp)(f32, v).result
+            return f32_to_bf16(wide)
         if {src, dst} == {dt.float16, dt.bfloat16}:
             return arith.TruncFOp(tdst, arith.ExtFOp(ir.F32Type.get(), v).result).result
         return arith.TruncFOp(tdst, v).result
