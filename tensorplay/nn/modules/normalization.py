@@ -19,6 +19,28 @@ def _shape(normalized_shape: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in normalized_shape)
 
 
+def _affine_parameters(module: Module, shape: Any, affine: bool, bias: bool, kw: dict) -> None:
+    """Give a normalization layer its ``weight`` (ones) and ``bias`` (zeros) of ``shape``, or
+    register them as None, as PyTorch's layers do."""
+    if affine:
+        module.weight = Parameter(C.empty(shape, **kw))
+        if bias:
+            module.bias = Parameter(C.empty(shape, **kw))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    _reset_affine(module)
+
+
+def _reset_affine(module: Module) -> None:
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """Normalizes over the trailing ``normalized_shape`` dims; with
     ``elementwise_affine``, learns ``weight`` (ones) and, if ``bias``, ``bias`` (zeros)."""
@@ -29,23 +51,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        kw = {"dtype": dtype, "device": device}
-        if elementwise_affine:
-            self.weight = Parameter(C.empty(self.normalized_shape, **kw))
-            if bias:
-                self.bias = Parameter(C.empty(self.normalized_shape, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias,
+                           {"dtype": dtype, "device": device})
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Any) -> Any:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -68,23 +78,10 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        kw = {"dtype": dtype, "device": device}
-        if affine:
-            self.weight = Parameter(C.empty(num_channels, **kw))
-            if bias:
-                self.bias = Parameter(C.empty(num_channels, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, (num_channels,), affine, bias, {"dtype": dtype, "device": device})
 
     def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Any) -> Any:
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
