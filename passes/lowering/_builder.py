@@ -78,7 +78,10 @@ def cast_scalar(v: ir.Value, src: dt.DType, dst: dt.DType) -> ir.Value:
         return (arith.FPToSIOp if dst.is_signed else arith.FPToUIOp)(tdst, v).result
     if dst.is_floating_point:
         unsigned = src.is_bool or not src.is_signed
-        return (arith.UIToFPOp if unsigned else arith.SIToFPOp)(tdst, v).result
+        convert = arith.UIToFPOp if unsigned else arith.SIToFPOp
+        if dst is dt.bfloat16:  # through float32 (as PyTorch): the direct one needs __truncsfbf2
+            return f32_to_bf16(convert(ir.F32Type.get(), v).result)
+        return convert(tdst, v).result
     sbits = 1 if src.is_bool else src.bits
     if dst.bits > sbits:
         unsigned = src.is_bool or not src.is_signed
