@@ -12,6 +12,7 @@ from typing import Any
 from ...dialects.ir import arith, ir, math
 from ...dialects.tp import dtypes as dt
 from . import LowerCtx, lowers
+from . import _mathlib as ml
 from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise
 
 Scalar = Callable[[list[ir.Value], dt.DType, dict[str, Any]], ir.Value]
@@ -46,6 +47,20 @@ def _cmp(fpred, spred, upred) -> Scalar:
     return fn
 
 
+def _libm_free(scalar: Scalar, f64=None, f32=None) -> Scalar:
+    """``scalar``, except in float64 (float32) where IREE's CPU backend cannot link (or
+    expands too naively) the op: there the _mathlib replacement ``f64`` (``f32``)."""
+    def fn(args, d, attrs):
+        alt = f64 if d is dt.float64 else f32 if d is dt.float32 else None
+        return alt(*args) if alt is not None else scalar(args, d, attrs)
+
+    return fn
+
+
+def _fmod_value(a, b, d):
+    return ml.fmod_f64(a, b) if d is dt.float64 else arith.RemFOp(a, b).result
+
+
 def _int_floor_adjust(q_or_r, a, b, d, is_div):
     """Python-style rounding for signed integers from truncating division/remainder."""
     zero = const_scalar(0, d)
@@ -67,7 +82,7 @@ def _floor_div(args, d, attrs):
     if _float(d):
         # floor(a / b) computed as numpy/PyTorch do: through fmod so that exact quotients
         # do not round up (e.g. 0.3 // 0.1 == 2).
-        mod = arith.RemFOp(a, b).result
+        mod = _fmod_value(a, b, d)
         div = arith.DivFOp(arith.SubFOp(a, mod).result, b).result
         zero = const_scalar(0.0, d)
         mod_nz = arith.CmpFOp(_F.UNE, mod, zero).result
@@ -92,7 +107,7 @@ def _trunc_div(args, d, attrs):
 def _remainder(args, d, attrs):
     a, b = args
     if _float(d):
-        r = arith.RemFOp(a, b).result
+        r = _fmod_value(a, b, d)
         zero = const_scalar(0.0, d)
         differ = arith.XOrIOp(arith.CmpFOp(_F.OLT, r, zero).result, arith.CmpFOp(_F.OLT, b, zero).result).result
         adjust = arith.AndIOp(arith.CmpFOp(_F.UNE, r, zero).result, differ).result
@@ -103,7 +118,8 @@ def _remainder(args, d, attrs):
 def _pow(args, d, attrs):
     a, b = args
     if _float(d):
-        return math.PowFOp(a, b).result
+        # math.powf gives NaN for negative bases (and for pow(0, 0)), and loses accuracy in f64.
+        return (ml.pow_f64 if d is dt.float64 else ml.pow_f32)(a, b)
     # Exponentiation by squaring, unrolled over the exponent's bits: IREE's CPU backend
     # cannot legalize math.ipowi. Negative exponents are rejected before run time.
     one, zero = const_scalar(1, d), const_scalar(0, d)
@@ -135,9 +151,7 @@ def _unary_math(op) -> Scalar:
 def _erf(args, d, attrs):
     x = args[0]
     if d is dt.float64:
-        # IREE's CPU backend has no f64 erf; it is evaluated in f32 (about 1e-7 relative).
-        f = arith.TruncFOp(ir.F32Type.get(), x).result
-        return arith.ExtFOp(ir.F64Type.get(), math.ErfOp(f).result).result
+        return ml.erf_f64(x)  # IREE's CPU backend does not legalize f64 math.erf
     return math.ErfOp(x).result
 
 
@@ -215,7 +229,7 @@ def _gelu(args, d, attrs):
         cube = arith.MulFOp(arith.MulFOp(x, x).result, x).result
         inner = arith.AddFOp(x, arith.MulFOp(const_scalar(0.044715, d), cube).result).result
         inner = arith.MulFOp(const_scalar(pymath.sqrt(2.0 / pymath.pi), d), inner).result
-        t = math.TanhOp(inner).result
+        t = ml.tanh_f64(inner) if d is dt.float64 else math.TanhOp(inner).result
     else:
         t = _erf([arith.MulFOp(x, const_scalar(1.0 / pymath.sqrt(2.0), d)).result], d, attrs)
     return arith.MulFOp(arith.MulFOp(half, x).result, arith.AddFOp(one, t).result).result
@@ -271,11 +285,11 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.floor_div": (_floor_div, "work"),
     "tp.trunc_div": (_trunc_div, "work"),
     "tp.remainder": (_remainder, "work"),
-    "tp.fmod": (_binary(arith.RemFOp, arith.RemSIOp), "work"),
+    "tp.fmod": (_libm_free(_binary(arith.RemFOp, arith.RemSIOp), f64=ml.fmod_f64), "work"),
     "tp.pow": (_pow, "work"),
     "tp.maximum": (_minmax(True), "work"),
     "tp.minimum": (_minmax(False), "work"),
-    "tp.atan2": (_binary(math.Atan2Op, None), "work"),
+    "tp.atan2": (_libm_free(_binary(math.Atan2Op, None), f64=ml.atan2_f64), "work"),
     "tp.bitwise_and": (_binary(None, arith.AndIOp, arith.AndIOp), "work"),
     "tp.bitwise_or": (_binary(None, arith.OrIOp, arith.OrIOp), "work"),
     "tp.bitwise_xor": (_binary(None, arith.XOrIOp, arith.XOrIOp), "work"),
@@ -300,24 +314,24 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.trunc": (_rounding(math.TruncOp), "work"),
     "tp.round": (_round, "work"),
     "tp.exp": (_unary_math(math.ExpOp), "work"),
-    "tp.exp2": (_unary_math(math.Exp2Op), "work"),
-    "tp.expm1": (_unary_math(math.ExpM1Op), "work"),
+    "tp.exp2": (_libm_free(_unary_math(math.Exp2Op), f64=ml.exp2_f64), "work"),
+    "tp.expm1": (_libm_free(_unary_math(math.ExpM1Op), f64=ml.expm1_f64), "work"),
     "tp.log": (_unary_math(math.LogOp), "work"),
-    "tp.log2": (_unary_math(math.Log2Op), "work"),
-    "tp.log10": (_unary_math(math.Log10Op), "work"),
-    "tp.log1p": (_unary_math(math.Log1pOp), "work"),
+    "tp.log2": (_libm_free(_unary_math(math.Log2Op), f64=ml.log2_f64), "work"),
+    "tp.log10": (_libm_free(_unary_math(math.Log10Op), f64=ml.log10_f64, f32=ml.log10_f32), "work"),
+    "tp.log1p": (_libm_free(_unary_math(math.Log1pOp), f64=ml.log1p_f64), "work"),
     "tp.sqrt": (_unary_math(math.SqrtOp), "work"),
     "tp.rsqrt": (_unary_math(math.RsqrtOp), "work"),
     "tp.reciprocal": (_reciprocal, "work"),
-    "tp.sin": (_unary_math(math.SinOp), "work"),
-    "tp.cos": (_unary_math(math.CosOp), "work"),
-    "tp.tan": (_unary_math(math.TanOp), "work"),
-    "tp.asin": (_unary_math(math.AsinOp), "work"),
-    "tp.acos": (_unary_math(math.AcosOp), "work"),
-    "tp.atan": (_unary_math(math.AtanOp), "work"),
-    "tp.sinh": (_unary_math(math.SinhOp), "work"),
-    "tp.cosh": (_unary_math(math.CoshOp), "work"),
-    "tp.tanh": (_unary_math(math.TanhOp), "work"),
+    "tp.sin": (_libm_free(_unary_math(math.SinOp), f64=ml.sin_f64), "work"),
+    "tp.cos": (_libm_free(_unary_math(math.CosOp), f64=ml.cos_f64), "work"),
+    "tp.tan": (_libm_free(_unary_math(math.TanOp), f64=ml.tan_f64), "work"),
+    "tp.asin": (_libm_free(_unary_math(math.AsinOp), f64=ml.asin_f64), "work"),
+    "tp.acos": (_libm_free(_unary_math(math.AcosOp), f64=ml.acos_f64), "work"),
+    "tp.atan": (_libm_free(_unary_math(math.AtanOp), f64=ml.atan_f64), "work"),
+    "tp.sinh": (_libm_free(_unary_math(math.SinhOp), f64=ml.sinh_f64), "work"),
+    "tp.cosh": (_libm_free(_unary_math(math.CoshOp), f64=ml.cosh_f64), "work"),
+    "tp.tanh": (_libm_free(_unary_math(math.TanhOp), f64=ml.tanh_f64), "work"),
     "tp.erf": (_erf, "work"),
     "tp.sigmoid": (lambda a, d, at: _sigmoid_value(a[0], d), "work"),
     "tp.relu": (_relu, "work"),
