@@ -98,3 +98,49 @@ def test_invalid_ir_gives_located_diagnostics(body, message):
 def test_syntax_errors_are_diagnostics_not_tracebacks():
     with pytest.raises(M.DiagnosticError, match=r"bad\.mlir:1:14: error: expected non-function type"):
         M.parse("func.func @f( {", "bad.mlir")
+
+
+def _layered_graph():
+    t = TensorType((2, 3), tp.float32)
+    layer = Graph("layer")
+    a, b = layer.add_input(t), layer.add_input(t)
+    layer.set_outputs([layer.add1("tp.add", [layer.add1("tp.mul", [a, b]), a])])
+    main = Graph("main")
+    x, w = main.add_input(t), main.add_input(t)
+    h = main.add_call(layer, [x, w], SourceLoc("model.py", 7))[0]
+    main.set_outputs([main.add_call(layer, [h, w], SourceLoc("model.py", 8))[0]])
+    return main, layer
+
+
+def test_calls_of_a_shared_graph_emit_one_private_callee_and_round_trip():
+    main, layer = _layered_graph()
+    assert main.callees() == [layer]
+    text = M.print_module(M.emit([main]), debuginfo=True)
+    assert text.count("func.func private @layer") == 1
+    assert text.count("call @layer(") == 2
+    graphs = M.to_graphs(M.parse(text))
+    assert [g.name for g in graphs] == ["layer", "main"]
+    calls = graphs[1].nodes
+    assert [n.op for n in calls] == ["func.call", "func.call"] and calls[0].callee is graphs[0]
+    assert calls[1].loc == SourceLoc("model.py", 8, 0)
+    # the parsed graphs emit the same text again
+    assert M.print_module(M.emit([graphs[1]]), debuginfo=True) == text
+
+
+def test_call_operands_must_match_the_callee():
+    main, layer = _layered_graph()
+    g = Graph("bad")
+    x = g.add_input(TensorType((3, 2), tp.float32))
+    with pytest.raises(ValueError, match="expected 2 operands, got 1"):
+        g.add_call(layer, [x])
+    with pytest.raises(TypeError, match="operand 0 has type"):
+        g.add_call(layer, [x, x])
+
+
+def test_two_different_graphs_with_one_name_are_rejected():
+    main, layer = _layered_graph()
+    other = Graph("layer")
+    v = other.add_input(TensorType((2, 3), tp.float32))
+    other.set_outputs([v])
+    with pytest.raises(ValueError, match="both named @layer"):
+        M.emit([main, other])

@@ -14,7 +14,7 @@ from typing import Any
 from .registry import Op, lookup
 from .types import TensorType
 
-__all__ = ["SourceLoc", "Value", "Node", "Graph"]
+__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph"]
 
 
 @dataclass(frozen=True)
@@ -43,13 +43,20 @@ class Value:
         return f"<Value {where}: {self.type}>"
 
 
+#: the op name of a node that calls another graph (emitted as MLIR's ``func.call``)
+CALL = "func.call"
+
+
 @dataclass(eq=False)
 class Node:
+    """One tp op application, or a call of another graph (``op == CALL``, ``callee`` set)."""
+
     op: str
     inputs: tuple[Value | None, ...]
     attrs: dict[str, Any]
     results: tuple[Value, ...] = ()
     loc: SourceLoc | None = None
+    callee: Graph | None = None
 
     @property
     def opdef(self) -> Op:
@@ -86,6 +93,35 @@ class Graph:
         """:meth:`add` for single-result ops."""
         (result,) = self.add(op_name, inputs, attrs, loc)
         return result
+
+    def add_call(self, callee: Graph, inputs: Sequence[Value], loc: SourceLoc | None = None) -> tuple[Value, ...]:
+        """Append a call of ``callee`` (a function of the same module) on ``inputs``; returns
+        its result values. Types must equal the callee's input types."""
+        if len(inputs) != len(callee.inputs):
+            raise ValueError(f"call of @{callee.name}: expected {len(callee.inputs)} operands, got {len(inputs)}")
+        for i, (v, p) in enumerate(zip(inputs, callee.inputs)):
+            if v.type != p.type:
+                raise TypeError(f"call of @{callee.name}: operand {i} has type {v.type}, "
+                                f"the callee takes {p.type}")
+        node = Node(CALL, tuple(inputs), {"callee": callee.name}, (), loc, callee)
+        node.results = tuple(Value(o.type, node, i) for i, o in enumerate(callee.outputs))
+        self.nodes.append(node)
+        return node.results
+
+    def callees(self) -> list[Graph]:
+        """Every graph this one calls, directly or not, each once, callees before callers."""
+        order: list[Graph] = []
+        seen: set[int] = set()
+
+        def visit(g: Graph) -> None:
+            for node in g.nodes:
+                if node.callee is not None and id(node.callee) not in seen:
+                    seen.add(id(node.callee))
+                    visit(node.callee)
+                    order.append(node.callee)
+
+        visit(self)
+        return order
 
     def set_outputs(self, values: Sequence[Value]) -> None:
         self.outputs = list(values)

@@ -20,7 +20,7 @@ import numpy as np
 from .. import ir as _ir
 from . import dtypes as dt
 from .errors import OpError
-from .graph import Graph, Node, SourceLoc, Value
+from .graph import CALL, Graph, Node, SourceLoc, Value
 from .registry import Attr, AttrKind, Op, lookup
 from .types import TensorType
 
@@ -168,14 +168,20 @@ def _location(loc: SourceLoc | None) -> ir.Location:
     return ir.Location.file(loc.file, loc.line, loc.col)
 
 
-def _emit_graph(graph: Graph) -> None:
+def _emit_graph(graph: Graph, private: bool = False) -> None:
     in_types = [tensor_type(v.type) for v in graph.inputs]
     out_types = [tensor_type(v.type) for v in graph.outputs]
-    fn = func.FuncOp(graph.name, (in_types, out_types))
+    fn = func.FuncOp(graph.name, (in_types, out_types), visibility="private" if private else None)
     block = fn.add_entry_block()
     values: dict[int, ir.Value] = {id(v): block.arguments[i] for i, v in enumerate(graph.inputs)}
     with ir.InsertionPoint(block):
         for node in graph.nodes:
+            if node.callee is not None:
+                call = func.CallOp([tensor_type(r.type) for r in node.results], node.callee.name,
+                                   [values[id(v)] for v in node.inputs], loc=_location(node.loc))
+                for r, mlir_value in zip(node.results, call.results):
+                    values[id(r)] = mlir_value
+                continue
             op = lookup(node.op)
             operands = [values[id(v)] for v in node.inputs if v is not None]
             attrs = {a.name: _attr_to_mlir(a, node.attrs[a.name])
@@ -190,14 +196,28 @@ def _emit_graph(graph: Graph) -> None:
 
 
 def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
-    """An MLIR module holding one ``func.func`` per graph."""
+    """An MLIR module holding one ``func.func`` per graph, plus a private one per graph they call."""
     graphs = [graphs] if isinstance(graphs, Graph) else list(graphs)
+    entries = {id(g) for g in graphs}
+    ordered: list[Graph] = []
+    for g in graphs:
+        ordered += [c for c in g.callees() if id(c) not in entries] + [g]
+    by_name: dict[str, Graph] = {}
+    unique = []
+    for g in ordered:
+        other = by_name.setdefault(g.name, g)
+        if other is not g:
+            raise ValueError(f"two different graphs are both named @{g.name}; function names in a "
+                             f"module must be unique")
+        if g not in unique:
+            unique.append(g)
     ctx = _ir.context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
-            for g in graphs:
-                _emit_graph(g)
+            for g in unique:
+                # functions only called from others are private: not entry points of the module
+                _emit_graph(g, private=id(g) not in entries)
     return module
 
 
@@ -346,25 +366,40 @@ def _source_loc(loc: ir.Location) -> SourceLoc | None:
     return SourceLoc(m.group(1), int(m.group(2)), int(m.group(3))) if m else None
 
 
+def _sym_name(f: ir.Operation) -> str:
+    return ir.StringAttr(f.attributes["sym_name"]).value
+
+
 def to_graphs(module: ir.Module) -> list[Graph]:
-    """The graphs of a verified module (functions whose bodies are tp ops)."""
-    graphs = []
-    for fn in module.body.operations:
-        if fn.operation.name != "func.func":
-            continue
-        f = fn.operation
-        g = Graph(ir.StringAttr(f.attributes["sym_name"]).value)
+    """The graphs of a verified module (functions whose bodies are tp ops and calls of each
+    other), in the module's order; a graph's ``func.call`` nodes point at the callee graphs."""
+    funcs = {_sym_name(fn.operation): fn.operation for fn in module.body.operations
+             if fn.operation.name == "func.func"}
+    built: dict[str, Graph] = {}
+
+    def build(name: str, calling: tuple[str, ...] = ()) -> Graph:
+        if name in built:
+            return built[name]
+        if name in calling:
+            raise OpError(f"@{name}: recursive calls cannot be captured graphs")
+        f = funcs[name]
+        g = Graph(name)
         block = f.regions[0].blocks[0]
         values: dict[Any, Value] = {}
         for arg in block.arguments:
             values[arg] = g.add_input(tensor_type_of(arg.type))
         for mlir_op in block.operations:
-            name = mlir_op.operation.name
-            if name == "func.return":
+            op_name = mlir_op.operation.name
+            if op_name == "func.return":
                 g.set_outputs([values[v] for v in mlir_op.operands])
                 continue
-            if not name.startswith("tp."):
-                raise OpError(f"{name}: only tp ops can be read back into a graph")
+            if op_name == CALL:
+                callee = build(ir.FlatSymbolRefAttr(mlir_op.attributes["callee"]).value, calling + (name,))
+                results = g.add_call(callee, [values[v] for v in mlir_op.operands], _source_loc(mlir_op.location))
+                values.update(zip(mlir_op.results, results))
+                continue
+            if not op_name.startswith("tp."):
+                raise OpError(f"{op_name}: only tp ops and func.call can be read back into a graph")
             op, slots, attrs = _verify_op(mlir_op.operation)
             results = g.add(op.name, [None if s is None else values[s] for s in slots], attrs,
                             _source_loc(mlir_op.location))
@@ -372,5 +407,7 @@ def to_graphs(module: ir.Module) -> list[Graph]:
                 # the text's declared types win over inference (they may be more static)
                 r.type = tensor_type_of(mlir_value.type)
                 values[mlir_value] = r
-        graphs.append(g)
-    return graphs
+        built[name] = g
+        return g
+
+    return [build(name) for name in funcs]
