@@ -99,7 +99,7 @@ def _constant_value(value: ir.Value) -> np.ndarray | None:
     op = owner.operation if hasattr(owner, "operation") else owner
     if op.name != "tp.constant":
         return None
-    return M._dense_value(op.attributes["value"])
+    return M.dense_value(op.attributes["value"])
 
 
 def _is_splat_of(value: ir.Value, number: float) -> bool:
@@ -148,7 +148,7 @@ class TpCanonicalize(Pass):
         result_types = [M.tensor_type_of(r.type) for r in op.results]
         if any(not t.has_static_shape or t.numel() > self.fold_limit for t in result_types):
             return False
-        opdef, slots, attrs = M._verify_op(op)
+        opdef, slots, attrs = M.verify_op(op)
         slot_arrays = []
         it = iter(arrays)
         for s in slots:
@@ -160,7 +160,7 @@ class TpCanonicalize(Pass):
         with ir.InsertionPoint(op), op.location:
             for r, value in zip(op.results, outs):
                 const = ir.Operation.create("tp.constant", results=[r.type],
-                                            attributes={"value": M._dense(value)})
+                                            attributes={"value": M.dense_attr(value)})
                 r.replace_all_uses_with(const.results[0])
         return True
 
@@ -208,7 +208,7 @@ class TpCanonicalize(Pass):
     def _recreate(self, op: ir.Operation, name: str, operand: ir.Value, attrs: dict) -> bool:
         opdef = lookup(name)
         with ir.InsertionPoint(op), op.location:
-            mlir_attrs = {a.name: M._attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
+            mlir_attrs = {a.name: M.attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
             new = ir.Operation.create(name, results=[op.results[0].type], operands=[operand],
                                       attributes=mlir_attrs)
         return self._replace(op, new.results[0])

@@ -28,7 +28,8 @@ ir = _ir.ir
 func = _ir.func
 
 __all__ = ["emit", "parse", "to_graphs", "verify_module", "Diagnostic", "DiagnosticError",
-           "element_type", "dtype_of", "tensor_type", "tensor_type_of", "print_module"]
+           "element_type", "dtype_of", "tensor_type", "tensor_type_of", "print_module",
+           "dense_attr", "dense_value", "attr_to_mlir", "verify_op", "loc_text"]
 
 SEGMENTS = "operandSegmentSizes"
 
@@ -68,7 +69,7 @@ def tensor_type_of(t: ir.Type) -> TensorType:
 
 # --- attributes ------------------------------------------------------------------------------
 
-def _dense(value: np.ndarray) -> ir.Attribute:
+def dense_attr(value: np.ndarray) -> ir.Attribute:
     dtype = dt.from_numpy_dtype(value.dtype)
     shaped = ir.RankedTensorType.get(list(value.shape), element_type(dtype))
     if dtype is dt.bfloat16:
@@ -77,7 +78,7 @@ def _dense(value: np.ndarray) -> ir.Attribute:
     return ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=shaped)
 
 
-def _attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
+def attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
     kind = decl.kind
     if kind is AttrKind.INT:
         return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
@@ -92,7 +93,7 @@ def _attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
     if kind is AttrKind.DTYPE:
         return ir.TypeAttr.get(element_type(value))
     if kind is AttrKind.DENSE:
-        return _dense(np.asarray(value))
+        return dense_attr(np.asarray(value))
     raise AssertionError(kind)
 
 
@@ -112,7 +113,7 @@ def _attr_from_mlir(op: Op, decl: Attr, attr: ir.Attribute) -> Any:
         if kind is AttrKind.DTYPE and isinstance(attr, ir.TypeAttr):
             return dtype_of(ir.TypeAttr(attr).value)
         if kind is AttrKind.DENSE and isinstance(attr, ir.DenseElementsAttr):
-            return _dense_value(ir.DenseElementsAttr(attr))
+            return dense_value(ir.DenseElementsAttr(attr))
     except TypeError as exc:
         raise OpError(f"{op.name}: attribute '{decl.name}': {exc}") from None
     raise OpError(f"{op.name}: attribute '{decl.name}' expects {_mlir_kind(decl)}, got {attr}")
@@ -125,7 +126,7 @@ def _mlir_kind(decl: Attr) -> str:
             AttrKind.DENSE: "a dense elements attribute"}[decl.kind]
 
 
-def _dense_value(attr: ir.DenseElementsAttr) -> np.ndarray:
+def dense_value(attr: ir.DenseElementsAttr) -> np.ndarray:
     shaped = ir.RankedTensorType(attr.type)
     dtype = dtype_of(shaped.element_type)
     shape = tuple(shaped.get_dim_size(i) for i in range(shaped.rank))
@@ -184,7 +185,7 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
                 continue
             op = lookup(node.op)
             operands = [values[id(v)] for v in node.inputs if v is not None]
-            attrs = {a.name: _attr_to_mlir(a, node.attrs[a.name])
+            attrs = {a.name: attr_to_mlir(a, node.attrs[a.name])
                      for a in op.attributes if node.attrs.get(a.name) is not None}
             if any(o.optional for o in op.operands):
                 attrs[SEGMENTS] = ir.DenseI32ArrayAttr.get([0 if v is None else 1 for v in node.inputs])
@@ -248,7 +249,7 @@ class DiagnosticError(ValueError):
         super().__init__("\n".join(str(d) for d in self.diagnostics))
 
 
-def _loc_text(loc: ir.Location, filename: str) -> str:
+def loc_text(loc: ir.Location, filename: str) -> str:
     text = str(loc)  # loc("file":line:col) or loc(unknown) or nested forms
     m = re.search(r'"([^"]*)":(\d+):(\d+)', text)
     if m:
@@ -272,7 +273,7 @@ def _operand_slots(op: Op, mlir_op: ir.Operation) -> list[Any]:
     return [next(it) if s else None for s in sizes]
 
 
-def _verify_op(mlir_op: ir.Operation, value_types: Mapping[Any, TensorType] | None = None,
+def verify_op(mlir_op: ir.Operation, value_types: Mapping[Any, TensorType] | None = None,
                ) -> tuple[Op, list[Any], dict[str, Any]]:
     """Check one tp op against its declaration; returns (op, operand slots, attrs).
     ``value_types`` overrides the tp types of operand values (used while lowering, when
@@ -327,9 +328,9 @@ def verify_module(module: ir.Module, filename: str = "<input>") -> list[Diagnost
     diags: list[Diagnostic] = []
     for mlir_op in _walk_tp_ops(module):
         try:
-            _verify_op(mlir_op)
+            verify_op(mlir_op)
         except (OpError, TypeError, ValueError) as exc:
-            diags.append(Diagnostic(_loc_text(mlir_op.location, filename), str(exc)))
+            diags.append(Diagnostic(loc_text(mlir_op.location, filename), str(exc)))
     return diags
 
 
@@ -340,7 +341,7 @@ def parse(text: str, filename: str = "<input>", *, verify: bool = True) -> ir.Mo
     captured: list[Diagnostic] = []
 
     def handler(d: ir.Diagnostic) -> bool:
-        captured.append(Diagnostic(_loc_text(d.location, filename), str(d.message),
+        captured.append(Diagnostic(loc_text(d.location, filename), str(d.message),
                                    str(d.severity).rsplit(".", 1)[-1].lower()))
         return True
 
@@ -349,7 +350,7 @@ def parse(text: str, filename: str = "<input>", *, verify: bool = True) -> ir.Mo
         try:
             module = ir.Module.parse(text)
         except ir.MLIRError as exc:
-            captured = [Diagnostic(_loc_text(d.location, filename), str(d.message))
+            captured = [Diagnostic(loc_text(d.location, filename), str(d.message))
                         for d in exc.error_diagnostics] or captured or [Diagnostic(filename, str(exc))]
             raise DiagnosticError([d for d in captured if d.severity == "error"] or captured) from None
         finally:
@@ -400,7 +401,7 @@ def to_graphs(module: ir.Module) -> list[Graph]:
                 continue
             if not op_name.startswith("tp."):
                 raise OpError(f"{op_name}: only tp ops and func.call can be read back into a graph")
-            op, slots, attrs = _verify_op(mlir_op.operation)
+            op, slots, attrs = verify_op(mlir_op.operation)
             results = g.add(op.name, [None if s is None else values[s] for s in slots], attrs,
                             _source_loc(mlir_op.location))
             for r, mlir_value in zip(results, mlir_op.results):

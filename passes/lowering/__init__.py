@@ -92,7 +92,7 @@ class ConvertTpToLinalg(Pass):
             op = op.operation
             if not op.name.startswith("tp."):
                 continue
-            opdef, slots, attrs = M._verify_op(op, types)
+            opdef, slots, attrs = M.verify_op(op, types)
             entry = LOWERINGS.get(op.name)
             if entry is None:
                 raise PassFailure(f"{_where(op)}: {op.name} has no lowering to linalg")
@@ -121,7 +121,7 @@ class ConvertTpToLinalg(Pass):
 
 
 def _where(op: ir.Operation) -> str:
-    text = M._loc_text(op.location, "<unknown>")
+    text = M.loc_text(op.location, "<unknown>")
     return text
 
 

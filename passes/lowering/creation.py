@@ -19,7 +19,7 @@ def _constant(ctx: LowerCtx) -> list[ir.Value]:
         value = value.view(np.int8)
         attr = ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=ranked(out))
     else:
-        attr = M._dense(value)
+        attr = M.dense_attr(value)
     return [arith.ConstantOp(ranked(out), attr).result]
 
 
