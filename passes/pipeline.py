@@ -108,17 +108,24 @@ def run_pipeline(module: ir.Module, pipeline: str, *,
             try:
                 if step.tp_pass is not None:
                     step.tp_pass.run(module.operation)
+                    # a Python pass can build IR MLIR rejects: report it here, where it happened
+                    try:
+                        module.operation.verify()
+                    except ir.MLIRError as exc:
+                        raise PassFailure(f"produced invalid IR: {exc}") from None
                 else:
                     pm = passmanager.PassManager.parse(f"builtin.module({step.upstream})")
                     pm.run(module.operation)
             except (PassFailure, ir.MLIRError, ValueError, RuntimeError) as exc:
                 raise _failure(step, exc, before, source_name) from None
+            except Exception as exc:  # a defect in a Python pass: still name it and keep its input
+                raise _failure(step, f"{type(exc).__name__}: {exc}", before, source_name) from exc
             if after_each is not None:
                 after_each(step.name, module)
     return module
 
 
-def _failure(step: Step, exc: Exception, ir_text: str, source_name: str) -> PipelineError:
+def _failure(step: Step, exc: Exception | str, ir_text: str, source_name: str) -> PipelineError:
     fd, path = tempfile.mkstemp(prefix=f"tensorplay-{source_name}-", suffix=".mlir")
     with os.fdopen(fd, "w") as f:
         f.write(ir_text)

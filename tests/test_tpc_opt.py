@@ -129,3 +129,31 @@ def test_failing_pipeline_from_python_names_pass_and_writes_reproducer():
     path = str(err).split("the input IR of that pass is in ")[1].split()[0]
     replay = tpc_opt_process(path, "-p", "no-such-pass")
     assert replay.returncode == 1
+
+
+def test_a_pass_that_builds_invalid_ir_fails_with_its_name_not_a_crash():
+    from tensorplay.dialects.ir import func, ir
+    from tensorplay.dialects.tp import mlir as M
+    from tensorplay.passes import Pass, PipelineError, register_pass, run_pipeline
+    from tensorplay.passes import registry
+
+    @register_pass
+    class BreakReturns(Pass):
+        """Test pass: makes every function return nothing, which MLIR rejects."""
+
+        name = "test-break-returns"
+
+        def run(self, module):
+            for fn in module.regions[0].blocks[0].operations:
+                block = fn.regions[0].blocks[0]
+                with ir.InsertionPoint.at_block_terminator(block), ir.Location.unknown():
+                    func.ReturnOp([])
+                list(block.operations)[-1].erase()
+
+    try:
+        module = M.parse(GOOD)
+        with pytest.raises(PipelineError, match="pass 'test-break-returns' failed: produced invalid IR") as info:
+            run_pipeline(module, "tp-cse,test-break-returns")
+        assert info.value.pass_name == "test-break-returns"
+    finally:
+        registry._PASSES.pop("test-break-returns")
