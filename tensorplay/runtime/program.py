@@ -1,0 +1,283 @@
+"""Load IREE VM flatbuffers (``.vmfb``) on a device and call their functions with numpy
+arrays. Needs only ``iree.runtime`` and numpy: a deployed program never imports the compiler.
+
+A :class:`Program` is one vmfb loaded in its own VM context on one HAL device; devices and
+the VM instance are created once per process and driver. Results come back as numpy arrays
+of the declared dtypes (IREE's signless ``i8`` read back as ``uint8`` where the caller says so;
+Vulkan buffers that the host cannot map are read through a staging buffer).
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import os
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "get_device",
+           "driver_devices", "release_all"]
+
+#: the IREE runtime drivers a Program can load on
+DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
+#: friendlier names accepted wherever a driver is
+DRIVER_ALIASES = {"cpu": "local-task", "rocm": "hip", "iree-cpu": "local-task", "iree-vulkan": "vulkan",
+                  "iree-cuda": "cuda", "iree-rocm": "hip", "iree-vmvx": "local-sync"}
+
+_BYTE = np.dtype(np.uint8)
+_lock = threading.RLock()
+_instance: Any = None
+_devices: dict[str, Any] = {}
+_programs: weakref.WeakSet[Program] = weakref.WeakSet()
+
+
+def _rt():
+    import iree.runtime as rt  # deferred: importing tensorplay must not load the runtime
+
+    return rt
+
+
+def normalize_driver(driver: str) -> str:
+    name = DRIVER_ALIASES.get(driver, driver)
+    if name not in DRIVERS:
+        raise ValueError(f"unknown IREE runtime driver {driver!r}; drivers: {', '.join(DRIVERS)} "
+                         f"(aliases: {', '.join(sorted(DRIVER_ALIASES))})")
+    return name
+
+
+def _vm_instance() -> Any:
+    global _instance
+    with _lock:
+        if _instance is None:
+            _instance = _rt().VmInstance()
+        return _instance
+
+
+def driver_devices(driver: str) -> list[dict]:
+    """The devices a driver sees (empty when none); RuntimeError when the driver itself
+    cannot load (e.g. no libcuda)."""
+    return list(_rt().get_driver(normalize_driver(driver)).query_available_devices())
+
+
+def get_device(driver: str) -> Any:
+    """The process-wide HAL device of ``driver`` (created on first use)."""
+    name = normalize_driver(driver)
+    with _lock:
+        device = _devices.get(name)
+        if device is None:
+            try:
+                device = _rt().get_driver(name).create_default_device()
+            except RuntimeError as exc:
+                raise RuntimeError(f"IREE runtime driver {name!r} has no usable device: {exc}") from None
+            _devices[name] = device
+        return device
+
+
+class Function:
+    """One exported function of a loaded Program, bound for fast repeated calls."""
+
+    __slots__ = ("program", "name", "result_dtypes", "_vm_function", "_n_results")
+
+    def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None):
+        self.program = program
+        self.name = name
+        self._vm_function = program._lookup(name)
+        self.result_dtypes = None if result_dtypes is None else [np.dtype(d) for d in result_dtypes]
+        self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        return self.program._invoke(self._vm_function, arrays, self.result_dtypes, self._n_results)
+
+    def __repr__(self) -> str:
+        return f"<Function {self.name} of {self.program!r}>"
+
+
+class Program:
+    """A vmfb loaded on one device. ``program.call(name, *arrays)`` or
+    ``program.function(name)(*arrays)`` run a function and return numpy arrays."""
+
+    def __init__(self, vmfb: bytes | bytearray | memoryview, driver: str = "local-sync", *,
+                 name: str | None = None):
+        rt = _rt()
+        self.driver = normalize_driver(driver)
+        self.name = name
+        self._device = get_device(self.driver)
+        instance = _vm_instance()
+        # copy_buffer: the module must not depend on the caller keeping ``vmfb`` alive
+        try:
+            self._module = rt.VmModule.copy_buffer(instance, bytes(vmfb))
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(f"not a loadable IREE VM flatbuffer ({len(vmfb)} bytes"
+                             f"{', ' + name if name else ''}): {' '.join(str(exc).split())}") from None
+        self._module_name = self._module.name
+        self._context = rt.VmContext(instance, modules=[rt.create_hal_module(instance, self._device),
+                                                        self._module])
+        self._allocator = self._device.allocator
+        self._closed = False
+        self._BufferView = rt.HalBufferView
+        self._VariantList = rt.VmVariantList
+        self._to_element_type = rt.dtypes.map_dtype_to_hal_element_type
+        self._upload_memory = int(rt.MemoryType.DEVICE_LOCAL)
+        self._upload_usage = int(rt.BufferUsage.DEFAULT)
+        self._functions: dict[str, Any] = {}
+        _programs.add(self)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else self.driver
+        return f"<Program {self.name or self.module_name} on {state}>"
+
+    @property
+    def module_name(self) -> str:
+        return self._module_name
+
+    @property
+    def function_names(self) -> list[str]:
+        """Exported functions (without IREE's internal ``__init``)."""
+        return [n for n in self._module.function_names if not n.startswith("__")]
+
+    def declaration(self, name: str) -> str | None:
+        """IREE's ABI declaration of a function (its tensor signature), when recorded."""
+        return self._lookup(name).reflection.get("iree.abi.declaration")
+
+    def function(self, name: str, result_dtypes: Sequence[Any] | None = None) -> Function:
+        """``name`` bound for calling; ``result_dtypes`` (numpy dtypes) fixes how results are
+        read back, e.g. ``uint8`` for what IREE returns as signless ``i8``."""
+        return Function(self, name, result_dtypes)
+
+    def call(self, name: str, *arrays: Any, result_dtypes: Sequence[Any] | None = None) -> list[np.ndarray]:
+        return self.function(name, result_dtypes)(*arrays)
+
+    def __call__(self, *arrays: Any) -> list[np.ndarray]:
+        """Call the module's only exported function."""
+        names = self.function_names
+        if len(names) != 1:
+            raise TypeError(f"{self!r} exports {len(names)} functions ({', '.join(names)}); "
+                            f"use program.call(name, *arrays)")
+        return self.call(names[0], *arrays)
+
+    def close(self) -> None:
+        """Release the VM context, module and buffers now (also done at interpreter exit)."""
+        self._closed = True
+        self._functions.clear()
+        self._context = None
+        self._module = None
+        self._device = None
+        self._allocator = None
+
+    # -- internals -----------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} was closed; load the vmfb again")
+
+    def _lookup(self, name: str) -> Any:
+        self._check_open()
+        fn = self._functions.get(name)
+        if fn is None:
+            fn = self._module.lookup_function(name)
+            if fn is None:
+                raise KeyError(f"{self!r} has no function {name!r}; it exports "
+                               f"{', '.join(self.function_names) or 'nothing'}")
+            self._functions[name] = fn
+        return fn
+
+    def _invoke(self, vm_function: Any, arrays: Sequence[Any], result_dtypes: list[np.dtype] | None,
+                n_results: int | None) -> list[np.ndarray]:
+        self._check_open()
+        args = self._VariantList(len(arrays))
+        allocator, device = self._allocator, self._device
+        for i, a in enumerate(arrays):
+            a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
+            element_type = self._to_element_type(a.dtype)
+            if element_type is None:
+                raise TypeError(f"{self!r}: argument {i} has dtype {a.dtype}, which IREE cannot take; "
+                                f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
+            view = allocator.allocate_buffer_copy(memory_type=self._upload_memory,
+                                                  allowed_usage=self._upload_usage, device=device,
+                                                  buffer=a, element_type=element_type)
+            args.push_ref(view)
+        results = self._VariantList(n_results if n_results is not None else 4)
+        try:
+            self._context.invoke(vm_function, args, results)
+        except ValueError as exc:  # IREE checks shapes and dtypes against the function's ABI
+            declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
+            given = ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
+            raise ValueError(f"{self!r}: calling {vm_function.name} with {given} failed: "
+                             f"{' '.join(str(exc).split())}\n  the function is: {declared}") from None
+        out = []
+        for i in range(len(results)):
+            view = results.get_as_object(i, self._BufferView)
+            dtype = result_dtypes[i] if result_dtypes is not None else None
+            out.append(self._read(view, dtype))
+        return out
+
+    def _read(self, view: Any, dtype: np.dtype | None) -> np.ndarray:
+        rt = _rt()
+        shape = tuple(view.shape)
+        raw = rt.HalElementType.map_to_dtype(view.element_type)
+        if dtype is None:
+            dtype = np.dtype(np.bool_) if view.element_type == rt.HalElementType.BOOL_8 else np.dtype(raw)
+        nbytes = view.byte_length
+        if nbytes == 0:
+            return np.zeros(shape, dtype)
+        buffer = view.get_buffer()
+        if self._is_mappable(rt, buffer):
+            host = buffer.map().asarray([nbytes], _BYTE).copy()
+        else:
+            host = self._staged_copy(rt, buffer, nbytes)
+        if dtype == np.bool_:
+            return (host != 0).reshape(shape)
+        return host.view(dtype).reshape(shape)
+
+    @staticmethod
+    def _is_mappable(rt: Any, buffer: Any) -> bool:
+        visible = int(rt.MemoryType.HOST_VISIBLE)
+        scoped = int(rt.BufferUsage.MAPPING_SCOPED)
+        return (buffer.memory_type() & visible) == visible and (buffer.allowed_usage() & scoped) == scoped
+
+    def _staged_copy(self, rt: Any, source: Any, nbytes: int) -> np.ndarray:
+        # Device-local buffers (Vulkan, CUDA) cannot be mapped; importing host memory fails on
+        # lavapipe (minImportedHostPointerAlignment 4096), so copy into a host-visible staging
+        # buffer on the device queue and map that.
+        device = self._device
+        staging = self._allocator.allocate_buffer(
+            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+            allocation_size=nbytes)
+        semaphore = device.create_semaphore(0)
+        device.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+                          signal_semaphores=rt.HalFence.create_at(semaphore, 1))
+        rt.HalFence.create_at(semaphore, 1).wait()
+        return staging.map().asarray([nbytes], _BYTE).copy()
+
+
+def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str = "local-task", *,
+         name: str | None = None) -> Program:
+    """Load a vmfb (a path or its bytes) on ``device`` (a driver name or alias: ``cpu``,
+    ``local-sync``, ``local-task``, ``vulkan``, ``cuda``, ``hip``/``rocm``)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+    else:
+        with open(source, "rb") as f:
+            data = f.read()
+        name = name or os.path.splitext(os.path.basename(os.fspath(source)))[0]
+    return Program(data, device, name=name)
+
+
+def release_all() -> None:
+    """Close every Program and drop the cached devices and VM instance, so no runtime object
+    outlives the interpreter (nanobind reports those as "leaked" at exit)."""
+    global _instance
+    with _lock:
+        for program in list(_programs):
+            program.close()
+        _devices.clear()
+        _instance = None
+    gc.collect()
+
+
+atexit.register(release_all)
+
