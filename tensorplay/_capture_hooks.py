@@ -7,11 +7,13 @@ installed capture handler decides: graph break, error, or a new graph value.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from ._dispatch import current_handler
 
-__all__ = ["needs_concrete_value", "rebind"]
+__all__ = ["needs_concrete_value", "rebind", "random_source", "display_value"]
 
 
 def needs_concrete_value(tensor: Any, why: str) -> Any:
@@ -23,9 +25,31 @@ def needs_concrete_value(tensor: Any, why: str) -> Any:
     return concrete(tensor, why)
 
 
+def display_value(tensor: Any, why: str) -> None:
+    """Printing a captured tensor: the active capture may make it concrete first (a graph
+    break); otherwise it prints as a placeholder."""
+    hook = getattr(current_handler(), "display_value", None)
+    if hook is not None:
+        hook(tensor, why)
+
+
 def rebind(tensor: Any, value: Any) -> None:
     handler = current_handler()
     hook = getattr(handler, "rebind", None)
     if hook is None:
         raise RuntimeError("in-place update of a captured tensor outside its capture")
     hook(tensor, value)
+
+
+def random_source(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark a function that draws from a host random generator: an active capture with a
+    ``random_call`` hook decides how the draw enters the graph (eager calls are unchanged)."""
+
+    @functools.wraps(fn)
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        hook = getattr(current_handler(), "random_call", None)
+        if hook is None:
+            return fn(*args, **kwargs)
+        return hook(fn, args, kwargs)
+
+    return draw

@@ -98,15 +98,15 @@ FUNCTIONS = {
 }
 
 
-def _to_numpy(value: Any) -> Any:
+def _to_numpy(value: Any, why: str = "Tensor.numpy()") -> Any:
     from ._tensor import Tensor
 
     if isinstance(value, Tensor):
-        return value.numpy()
+        return value._concrete(why)
     if isinstance(value, (list, tuple)):
-        return type(value)(_to_numpy(v) for v in value)
+        return type(value)(_to_numpy(v, why) for v in value)
     if isinstance(value, dict):
-        return {k: _to_numpy(v) for k, v in value.items()}
+        return {k: _to_numpy(v, why) for k, v in value.items()}
     return value
 
 
@@ -132,7 +132,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         if any(isinstance(a, Tensor) for a in args):
             return getattr(tp, name)(*args)
     # Everything else (out=, reduce/accumulate, ufuncs without a tp op) runs in numpy.
-    result = getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
+    why = f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method}() (no tp op)"
+    result = getattr(ufunc, method)(*_to_numpy(inputs, why), **_to_numpy(kwargs, why))
     return _wrap(result) if kwargs.get("out") is None else result
 
 
@@ -148,7 +149,8 @@ def array_function(func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
                 result = NotImplemented
             if result is not NotImplemented:
                 return result
-    return func(*_to_numpy(args), **_to_numpy(kwargs))
+    why = f"{getattr(func, '__module__', None) or 'numpy'}.{func.__name__}() (no tp op)"
+    return func(*_to_numpy(args, why), **_to_numpy(kwargs, why))
 
 
 def _adapter_target(name: str) -> str:

@@ -318,10 +318,20 @@ class Tensor:
     def __repr__(self) -> str:
         from ._printing import tensor_repr
 
+        if self._data is None:
+            from ._capture_hooks import display_value
+
+            display_value(self, "repr(tensor)")
         return tensor_repr(self)
 
     def __str__(self) -> str:
-        return self.__repr__()
+        from ._printing import tensor_repr
+
+        if self._data is None:
+            from ._capture_hooks import display_value
+
+            display_value(self, "print(tensor)")
+        return tensor_repr(self)
 
     def __len__(self) -> int:
         if self.ndim == 0:

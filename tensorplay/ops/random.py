@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._capture_hooks import random_source
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ._helpers import int_tuple
@@ -92,6 +93,7 @@ def _make(values: np.ndarray, d: dt.DType, requires_grad: bool) -> Tensor:
     return t
 
 
+@random_source
 def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1)."""
@@ -99,6 +101,7 @@ def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, devi
     return _make(_rng(generator).random(int_tuple("rand", "size", size)), d, requires_grad)
 
 
+@random_source
 def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
@@ -106,6 +109,7 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
     return _make(_rng(generator).standard_normal(int_tuple("randn", "size", size)), d, requires_grad)
 
 
+@random_source
 def randint(low: int, high: int | None = None, size: Any = None, *, generator: Generator | None = None,
             dtype: Any = None, device: Any = None) -> Tensor:
     """Integers drawn uniformly from ``[low, high)``; ``randint(high, size)`` starts at 0."""
@@ -136,11 +140,13 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype:
     return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype)
 
 
+@random_source
 def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     return Tensor._wrap(_rng(generator).permutation(n).astype(d.np_dtype))
 
 
+@random_source
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Generator | None = None,
            dtype: Any = None) -> Tensor:
     """Normal samples with the given mean and standard deviation (numbers or tensors)."""
@@ -159,6 +165,7 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Gene
     return _make(values, d, False)
 
 
+@random_source
 def uniform(low: float, high: float, size: Any, *, generator: Generator | None = None,
             dtype: Any = None) -> Tensor:
     """Uniform samples from ``[low, high)``."""
@@ -167,6 +174,7 @@ def uniform(low: float, high: float, size: Any, *, generator: Generator | None =
     return _make(_rng(generator).uniform(low, high, shape), d, False)
 
 
+@random_source
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     """Samples of 1 with probability ``input`` (or ``p``) and 0 otherwise, in input's dtype."""
     probs = np.asarray(input.numpy() if p is None else np.full(tuple(input.shape), p), np.float64)
@@ -176,6 +184,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     return Tensor._wrap(draws.astype(input.dtype.np_dtype))
 
 
+@random_source
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator: Generator | None = None) -> Tensor:
     """Indices sampled from the rows of ``input`` (non-negative weights), as int64."""

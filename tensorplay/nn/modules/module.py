@@ -33,6 +33,16 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+#: Bumped whenever a module's attributes, parameters, buffers, children or hooks change;
+#: compiled callables compare module state in full only when it moved.
+state_version = 0
+
+
+def _state_changed() -> None:
+    global state_version
+    state_version += 1
+
+
 class RemovableHandle:
     """Returned by hook registration; ``remove()`` (or leaving its ``with`` block) unregisters."""
 
@@ -44,6 +54,7 @@ class RemovableHandle:
         self._stores = stores
 
     def remove(self) -> None:
+        _state_changed()
         for store in self._stores:
             if isinstance(store, dict):
                 store.pop(self.id, None)
@@ -86,6 +97,7 @@ def _to_tensor(value: Any) -> Tensor | None:
 
 def _set_value(target: Tensor, value: Tensor) -> None:
     """Rebind ``target`` to ``value``, which may differ in dtype (``Module.to``)."""
+    _state_changed()
     target._data = value._data
     target._type = value._type
     target._capture = value._capture
@@ -134,9 +146,24 @@ class Module:
                                   f'"forward" function')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:
+            return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        """The call itself: pre-hooks, ``forward``, hooks (what ``compile`` captures)."""
         if not (self._forward_pre_hooks or self._forward_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compile this module's calls in place, with ``tensorplay.compiler.compile``'s
+        keywords; the module keeps its type and identity."""
+        from ...compiler import compile as compile_
+
+        object.__setattr__(self, "_compiled_call", compile_(self._call_impl, *args, **kwargs))
+        _state_changed()
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
         for hook_id, hook in list(self._forward_pre_hooks.items()):
@@ -178,6 +205,7 @@ class Module:
     def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
                                   with_kwargs: bool = False) -> RemovableHandle:
         """Call ``hook(module, args)`` before ``forward``; a non-None result replaces the args."""
+        _state_changed()
         handle = RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
         self._forward_pre_hooks[handle.id] = hook
         if with_kwargs:
@@ -190,6 +218,7 @@ class Module:
                               with_kwargs: bool = False, always_call: bool = False) -> RemovableHandle:
         """Call ``hook(module, args, output)`` after ``forward``; a non-None result replaces
         the output."""
+        _state_changed()
         handle = RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
                                  self._forward_hooks_always_called)
         self._forward_hooks[handle.id] = hook
@@ -208,6 +237,7 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add ``param`` (or None, a declared but absent parameter) under ``name``."""
+        _state_changed()
         self._require_init("parameter")
         _check_name("parameter", name, self, self._parameters)
         if param is not None and not isinstance(param, Parameter):
@@ -218,6 +248,7 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Add a buffer: state that is not a parameter. ``persistent`` buffers are saved in
         ``state_dict()``."""
+        _state_changed()
         self._require_init("buffer")
         _check_name("buffer", name, self, self._buffers)
         if tensor is not None and not isinstance(tensor, Tensor):
@@ -234,6 +265,7 @@ class Module:
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module under ``name`` (None declares an absent one)."""
+        _state_changed()
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._require_init("module")
@@ -252,6 +284,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _state_changed()
         d = self.__dict__
         params = d.get("_parameters")
 
@@ -295,6 +328,7 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        _state_changed()
         if name in self._parameters:
             del self._parameters[name]
         elif name in self._buffers:
@@ -311,6 +345,7 @@ class Module:
         return sorted(k for k in set(keys) if not k[0].isdigit())
 
     def __setstate__(self, state: dict) -> None:
+        _state_changed()
         self.__dict__.update(state)
         for key, default in (("_forward_pre_hooks_with_kwargs", set), ("_forward_hooks_with_kwargs", set),
                              ("_forward_hooks_always_called", set),
@@ -591,6 +626,7 @@ class Module:
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
         """Convert every parameter, gradient and buffer with ``fn``; parameters keep their
         identity (so tied weights stay tied)."""
+        _state_changed()
         for module in self.children():
             module._apply(fn)
         with no_grad():

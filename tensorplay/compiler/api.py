@@ -1,0 +1,891 @@
+"""``compile`` and the objects it returns: compiled functions with their guarded caches,
+the module wrapper, ``reset``, ``explain`` and the capture-state queries.
+
+docs/compiler.md describes the behaviour in users' terms (capture and guards, graph breaks,
+every keyword of ``compile``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import keyword
+import re
+import threading
+import warnings
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._tensor import Tensor
+from ..dialects.tp.graph import Graph
+from ..nn.modules.module import Module
+from ._logging import get_logger
+from .capture import pytree
+from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
+from .capture.graphs import format_graph, interpret, op_counts, structural_key
+from .capture.guards import (ModuleGuard, call_key, describe_change, free_objects, is_module, module_guard,
+                             tensor_meta_guard)
+from .capture.programs import Backend, check_native, compile_graph
+from .capture.session import (
+    LAZY,
+    BreakInfo,
+    Capture,
+    CaptureConfig,
+    TraceResult,
+    current_capture,
+    exporting,
+    is_compiling,
+    is_exporting,
+)
+from .errors import GraphCaptureError
+
+__all__ = ["compile", "reset", "is_compiling", "is_exporting", "exporting", "explain", "CompiledFunction",
+           "CompiledModule", "ExplainReport", "register_reset_hook", "DEFAULT_RECOMPILE_LIMIT"]
+
+DEFAULT_RECOMPILE_LIMIT = 8
+#: distinct segment graphs a compiled callable may compile, per unit of recompile_limit
+SEGMENTS_PER_RECOMPILE = 8
+
+_log_guards = get_logger("guards")
+_log_recompiles = get_logger("recompiles")
+_log_breaks = get_logger("breaks")
+
+GRAPH = "graph"
+SEGMENTED = "segmented"
+
+
+# -- cache entries -----------------------------------------------------------------------------
+
+class Entry:
+    """One specialization: the guards it needs and how to run it.
+
+    A ``graph`` entry runs its compiled program without Python; a ``segmented`` entry
+    (the function broke) reruns the Python lazily, segments coming from the structural cache.
+    """
+
+    def __init__(self, kind: str, key: tuple, config: tuple, name: str,
+                 guards: list[tuple[str, Callable[[], bool]]], keepalive: list[Any]):
+        self.kind = kind
+        self.key = key
+        self.config = config
+        self.name = name
+        self.guards = guards
+        self.keepalive = keepalive
+        self.paths: list[str] = []
+        self.bindings: list[Binding] = []
+        self.runner: Callable[..., list] | None = None
+        self.graph: Graph | None = None
+        self.out_tree: pytree.TreeDef = pytree.LEAF
+        self.out_spec: list[tuple] = []
+        self.writebacks: list[tuple[Any, int]] = []
+        self.hits = 0
+
+    def failing_guard(self) -> str | None:
+        for description, check in self.guards:
+            try:
+                ok = check()
+            except Exception:  # noqa: BLE001 - a guard that cannot be evaluated does not hold
+                ok = False
+            if not ok:
+                return description
+        return None
+
+    def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
+        if arrays is None:
+            arrays = [b.fetch(leaves) for b in self.bindings]
+        outs = self.runner(*arrays) if self.runner is not None else []
+        for target, k in self.writebacks:
+            if isinstance(target, ArgInput):
+                obj = leaves[target.index]
+            elif isinstance(target, AttachedInput):
+                obj = target.tensor
+            else:
+                obj = target()
+            if obj is not None:
+                obj._data = outs[k]
+                obj._capture = None
+                obj._type = None
+        made: dict[int, Tensor] = {}
+        result: list[Any] = []
+        for item in self.out_spec:
+            kind = item[0]
+            if kind == "new":
+                t = made.get(item[1])
+                if t is None:
+                    t = made[item[1]] = Tensor._wrap(np.asarray(outs[item[1]]))
+                result.append(t)
+            elif kind == "object":
+                b = item[1]
+                result.append(leaves[b.index] if isinstance(b, ArgInput) else b.tensor)
+            else:
+                result.append(item[1])
+        return pytree.unflatten(self.out_tree, result)
+
+
+def _passthrough(graph: Graph) -> Callable[..., list]:
+    """The runner of a graph without nodes: its outputs are some of its inputs."""
+    positions = [graph.inputs.index(v) for v in graph.outputs]
+
+    def run(*arrays: np.ndarray) -> list[np.ndarray]:
+        return [np.array(arrays[i]) for i in positions]
+
+    return run
+
+
+class CacheGroup:
+    """The entries, segment programs, regions and recompile budget of one callable; shared
+    by every wrapper of that callable unless ``isolate_recompiles``."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.entries: dict[tuple, list[Entry]] = {}
+        self.order: list[Entry] = []
+        self.segments: dict[tuple, Callable[..., list]] = {}
+        self.regions: dict = {}
+        self.warned = False
+        self.segments_warned = False
+        self.lock = threading.RLock()
+        _all_groups.add(self)
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
+
+    def add(self, entry: Entry) -> None:
+        self.entries.setdefault(entry.key, []).append(entry)
+        self.order.append(entry)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.order.clear()
+        self.segments.clear()
+        self.regions.clear()
+        self.warned = False
+        self.segments_warned = False
+
+
+_all_groups: weakref.WeakSet[CacheGroup] = weakref.WeakSet()
+_shared_groups: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_reset_hooks: list[Callable[[], None]] = []
+
+
+def _group_key(fn: Any) -> tuple:
+    if inspect.ismethod(fn):
+        return ("method", id(fn.__func__), id(fn.__self__))
+    return ("callable", id(fn))
+
+
+def register_reset_hook(hook: Callable[[], None]) -> Callable[[], None]:
+    """Have :func:`reset` call ``hook()`` (e.g. to forget values assumed constant)."""
+    if hook not in _reset_hooks:
+        _reset_hooks.append(hook)
+    return hook
+
+
+def reset() -> None:
+    """Forget every compiled specialization (entries, segment programs, nested regions and
+    their recompile budgets) and every value assumed constant during capture."""
+    for group in list(_all_groups):
+        with group.lock:
+            group.clear()
+    from .capture.programs import _region_programs
+
+    _region_programs.clear()
+    for hook in list(_reset_hooks):
+        hook()
+
+
+# -- compile -----------------------------------------------------------------------------------
+
+def _default_name(fn: Any) -> str:
+    target = getattr(fn, "__func__", fn)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) \
+        or type(target).__name__
+    name = name.rsplit("<locals>.", 1)[-1]
+    name = re.sub(r"\W+", "_", name).strip("_") or "main"
+    if name[0].isdigit():
+        name = "_" + name
+    return name
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"compile(name={name!r}): the name must be a Python identifier; it names "
+                         f"the compiled module, its artifacts and its log lines")
+    return name
+
+
+def _backend_label(backend: Any) -> str:
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "__name__", type(backend).__name__)
+
+
+class CompiledFunction:
+    """A callable compiled by :func:`compile`: it captures on a cache miss, reuses guarded
+    graphs on a hit, and runs functions with graph breaks in segments."""
+
+    def __init__(self, fn: Callable[..., Any], *, fullgraph: bool = False, dynamic: bool | None = None,
+                 backend: str | Callable[..., Any] | None = None, mode: str | None = None,
+                 options: dict[str, Any] | None = None, name: str | None = None, disable: bool = False,
+                 recompile_limit: int | None = None, isolate_recompiles: bool = False,
+                 strict_native: bool = False, dynamic_shapes: Any = None,
+                 _module: Module | None = None):
+        if not callable(fn):
+            raise TypeError(f"compile() expects a callable or a tensorplay.nn.Module, got "
+                            f"{type(fn).__name__}")
+        for label, value in (("fullgraph", fullgraph), ("disable", disable),
+                             ("isolate_recompiles", isolate_recompiles), ("strict_native", strict_native)):
+            if not isinstance(value, bool):
+                raise TypeError(f"compile({label}=...) expects a bool, got {value!r}")
+        if dynamic is not None and not isinstance(dynamic, bool):
+            raise TypeError(f"compile(dynamic=...) expects True, False or None, got {dynamic!r}")
+        if recompile_limit is not None and (isinstance(recompile_limit, bool)
+                                            or not isinstance(recompile_limit, int) or recompile_limit < 1):
+            raise ValueError(f"compile(recompile_limit={recompile_limit!r}): expected a positive int")
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"compile(options=...) expects a dict, got {type(options).__name__}")
+        self._fn = fn
+        self._options = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
+                             name=name, disable=disable, recompile_limit=recompile_limit,
+                             isolate_recompiles=isolate_recompiles, strict_native=strict_native,
+                             dynamic_shapes=dynamic_shapes, _module=_module)
+        self.__wrapped__ = fn
+        functools.update_wrapper(self, getattr(fn, "__func__", fn) if _module is None else type(_module),
+                                 assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+        self.fullgraph = fullgraph or strict_native
+        self.dynamic = dynamic
+        self.mode = mode
+        self.disabled = disable
+        self.recompile_limit = recompile_limit if recompile_limit is not None else DEFAULT_RECOMPILE_LIMIT
+        self.isolate_recompiles = isolate_recompiles
+        self.strict_native = strict_native
+        if _module is None and inspect.ismethod(fn) and fn.__func__ is Module._call_impl:
+            default = type(fn.__self__).__name__  # Module.compile(): named after the model
+        else:
+            default = _default_name(fn if _module is None else type(_module))
+        self.name = _check_name(name) if name is not None else default
+        self._module = _module
+        self._signature = _signature(fn)
+        self.dynamic_shapes = _normalize_dynamic_shapes(dynamic_shapes, dynamic, self._signature)
+        from .backends import get_default_backend, lookup_backend, resolve_options
+
+        chosen = backend if backend is not None else get_default_backend()
+        self.options = resolve_options(mode, options)
+        self.backend = chosen
+        if not disable:
+            self._backend = Backend(lookup_backend(chosen), self.options, _backend_label(chosen))
+            if strict_native:
+                _check_native_backend(chosen)
+        else:
+            self._backend = None
+        self._config = (id(self._backend.fn) if self._backend else None,
+                        tuple(sorted((k, repr(v)) for k, v in self.options.items())), strict_native)
+        if isolate_recompiles:
+            self._group = CacheGroup(self.name)
+        else:
+            key = _group_key(fn)
+            group = _shared_groups.get(key)
+            if group is None:
+                group = CacheGroup(self.name)
+                _shared_groups[key] = group
+            self._group = group
+        self._group_anchor = fn  # keeps the group key's objects alive as long as the group
+        self._dynamic_warned = False
+
+    # -- introspection ----------------------------------------------------------------------
+    @property
+    def original(self) -> Callable[..., Any]:
+        """The callable that was compiled."""
+        return self._fn
+
+    @property
+    def compile_count(self) -> int:
+        """Programs this wrapper's backend compiled (whole graphs and segments)."""
+        return self._backend.compiles if self._backend is not None else 0
+
+    def cache_info(self) -> dict[str, Any]:
+        """Entries (graph and segmented), distinct segment programs and the budget."""
+        g = self._group
+        return {"entries": g.count, "graph_entries": sum(e.kind == GRAPH for e in g.order),
+                "segmented_entries": sum(e.kind == SEGMENTED for e in g.order),
+                "segment_programs": len(g.segments), "regions": len(g.regions),
+                "recompile_limit": self.recompile_limit, "limit_reached": g.warned}
+
+    @property
+    def graphs(self) -> list[Graph]:
+        """The whole graphs of this callable's entries, oldest first."""
+        return [e.graph for e in self._group.order if e.graph is not None]
+
+    def __repr__(self) -> str:
+        state = "disabled" if self.disabled else f"backend={_backend_label(self.backend)!r}"
+        return f"<CompiledFunction {self.name} ({state})>"
+
+    def __reduce__(self) -> tuple:
+        # Copies and pickles compile the same callable afresh (caches are not copied), so a
+        # deep-copied module gets a compiled call of its own.
+        return (_rebuild, (self._fn, self._options))
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self, instance)
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.disabled or current_capture() is not None or _compile_disabled():
+            return self._fn(*args, **kwargs)
+        leaves, treedef = pytree.flatten((args, kwargs))
+        key = call_key(treedef, leaves)
+        with self._group.lock:
+            entry = self._lookup(key)
+            if entry is not None:
+                entry.hits += 1
+                if entry.kind == GRAPH:
+                    return entry.run(leaves)
+                return self._run_segmented(args, kwargs)
+            return self._capture(args, kwargs, leaves, treedef, key)
+
+    def _lookup(self, key: tuple) -> Entry | None:
+        entries = self._group.entries.get(key)
+        if not entries:
+            return None
+        for entry in reversed(entries):
+            if entry.config != self._config or (self.fullgraph and entry.kind == SEGMENTED):
+                continue
+            failed = entry.failing_guard()
+            if failed is None:
+                return entry
+            self._last_failure = failed
+            _log_guards.info("guard failed for %s (entry @%s): %s", self.name, entry.name, failed)
+        return None
+
+    def _miss_reason(self, key: tuple, paths: list[str]) -> str:
+        failed = getattr(self, "_last_failure", None)
+        self._last_failure = None
+        if failed is not None:
+            return f"guard failed: {failed}"
+        same = [e for e in self._group.order if e.config == self._config]
+        if not same:
+            return "compile options differ from the cached entries"
+        return describe_change(same[-1].key, same[-1].paths, key, paths)
+
+    def _paths(self, treedef: pytree.TreeDef) -> list[str]:
+        names = self._signature
+        out = []
+        for p in pytree.leaf_paths(treedef):
+            m = re.match(r"\[0\]\[(\d+)\](.*)", p)
+            if m:
+                i = int(m.group(1))
+                head = names[i] if names is not None and i < len(names) else f"args[{i}]"
+                out.append(head + m.group(2))
+                continue
+            m = re.match(r"\[1\]\['([^']*)'\](.*)", p)
+            out.append(m.group(1) + m.group(2) if m else p)
+        return out
+
+    def _capture(self, args: tuple, kwargs: dict, leaves: list[Any], treedef: pytree.TreeDef,
+                 key: tuple) -> Any:
+        group = self._group
+        paths = self._paths(treedef)
+        if group.count:
+            reason = self._miss_reason(key, paths)
+        else:
+            reason = "first call"
+            self._last_failure = None
+        if group.count >= self.recompile_limit:
+            return self._limit_reached(args, kwargs, reason)
+        if group.count:
+            _log_recompiles.info("recompiling %s (capture %d of at most %d): %s", self.name,
+                                 group.count + 1, self.recompile_limit, reason)
+        self._check_dynamic(leaves, paths)
+        modules, guards, keepalive = self._guards(leaves, paths)
+        name = self.name if group.count == 0 else f"{self.name}_{group.count}"
+        config = CaptureConfig(name=name, fullgraph=self.fullgraph, strict_native=self.strict_native,
+                               dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions)
+        session = Capture(config)
+        trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
+        if trace is None:
+            for _, check in guards:
+                if isinstance(check, ModuleGuard):
+                    check.refresh()
+            entry = Entry(SEGMENTED, key, self._config, name, guards, keepalive)
+            entry.paths = paths
+            group.add(entry)
+            return session.result
+        return self._install(trace, key, name, guards, keepalive, leaves, paths)
+
+    def _install(self, trace: TraceResult, key: tuple, name: str, guards: list, keepalive: list,
+                 leaves: list[Any], paths: list[str]) -> Any:
+        graph = trace.graph
+        graph.name = name
+        covered: set[int] = set()
+        for _, check in guards:
+            if isinstance(check, ModuleGuard):
+                check.refresh()
+                covered.update(id(t) for t, _, _ in check.tensors)
+        if self.strict_native:
+            check_native(graph)
+        first = [b.first for b in trace.bindings]
+        entry = Entry(GRAPH, key, self._config, name, guards, keepalive)
+        entry.paths = paths
+        for b in trace.bindings:
+            if isinstance(b, AttachedInput) and id(b.tensor) not in covered:
+                guards.append(tensor_meta_guard(b.tensor, b.what))
+        guards.extend(trace.guards)
+        entry.bindings = trace.bindings
+        entry.graph = graph
+        entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
+        if graph.nodes:
+            entry.runner = compile_graph(graph, first, self._backend)
+        elif graph.outputs:
+            entry.runner = _passthrough(graph)
+        result = entry.run(leaves, first)
+        for b in trace.bindings:
+            if not isinstance(b, ArrayInput):
+                b.first = None
+        self._group.add(entry)
+        return result
+
+    def _guards(self, leaves: list[Any], paths: list[str]) -> tuple[list, list, list]:
+        modules: list[tuple[str, Any]] = []
+        guards: list[tuple[str, Callable[[], bool]]] = []
+        keepalive: list[Any] = []
+        seen: set[int] = set()
+
+        def add_module(label: str, prefix: str, m: Any) -> None:
+            if id(m) in seen:
+                return
+            seen.add(id(m))
+            modules.append((prefix, m))
+            guards.append(module_guard(m, label))
+
+        if self._module is not None:
+            add_module("the compiled module", "", self._module)
+        target = self._fn
+        if inspect.ismethod(target) and is_module(target.__self__):
+            add_module("self", "self.", target.__self__)
+        for path, leaf in zip(paths, leaves):
+            if is_module(leaf):
+                add_module(path, f"{path}.", leaf)
+            if not isinstance(leaf, Tensor) and not isinstance(leaf, (int, float, str, bool, type(None))):
+                keepalive.append(leaf)
+        for label, obj, getter in free_objects(self._fn):
+            guards.append((f"{label} still bound to the same object", lambda g=getter, o=obj: g() is o))
+            if is_module(obj):
+                add_module(label, f"{label}.", obj)
+        return modules, guards, keepalive
+
+    def _limit_reached(self, args: tuple, kwargs: dict, reason: str) -> Any:
+        group = self._group
+        message = (f"{self.name}: recompile_limit ({self.recompile_limit}) reached; the last miss: "
+                   f"{reason}")
+        if self.fullgraph:
+            raise GraphCaptureError(message + ". fullgraph/strict_native compiled callables do not "
+                                    "fall back to eager; raise recompile_limit or call "
+                                    "tensorplay.compiler.reset()")
+        if not group.warned:
+            group.warned = True
+            warnings.warn(message + ". Calls that no cached graph covers now run eagerly; raise "
+                          "recompile_limit or call tensorplay.compiler.reset()", UserWarning, stacklevel=4)
+        _log_recompiles.info("%s: running eagerly (%s)", self.name, reason)
+        return self._fn(*args, **kwargs)
+
+    def _run_segmented(self, args: tuple, kwargs: dict) -> Any:
+        config = CaptureConfig(name=self.name, fullgraph=False, strict_native=False, dynamic=self.dynamic,
+                               run_graph=self._run_segment, regions=self._group.regions)
+        return Capture(config, mode=LAZY).run_lazy(self._fn, args, kwargs)
+
+    def _run_segment(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        group = self._group
+        skey = (structural_key(graph), self._config)
+        runner = group.segments.get(skey)
+        if runner is None:
+            limit = self.recompile_limit * SEGMENTS_PER_RECOMPILE
+            if len(group.segments) >= limit:
+                if not group.segments_warned:
+                    group.segments_warned = True
+                    warnings.warn(f"{self.name}: {limit} distinct graph segments compiled "
+                                  f"(recompile_limit x {SEGMENTS_PER_RECOMPILE}); new segments now run "
+                                  f"eagerly", UserWarning, stacklevel=2)
+                return interpret(graph, arrays)
+            graph.name = f"{self.name}_segment{len(group.segments)}"
+            runner = compile_graph(graph, arrays, self._backend) if graph.nodes else _passthrough(graph)
+            group.segments[skey] = runner
+        return runner(*arrays)
+
+    def _check_dynamic(self, leaves: list[Any], paths: list[str]) -> None:
+        if self.dynamic and not self._dynamic_warned:
+            self._dynamic_warned = True
+            warnings.warn(f"compile({self.name}, dynamic=True): symbolic shapes are not available in "
+                          f"this version; each new input shape captures and compiles a new graph "
+                          f"(counted against recompile_limit)", UserWarning, stacklevel=4)
+        if self.dynamic_shapes is not None:
+            check_dynamic_shapes(self.dynamic_shapes, self._signature, leaves, paths)
+
+
+def _rebuild(fn: Callable[..., Any], options: dict[str, Any]) -> CompiledFunction:
+    return CompiledFunction(fn, **options)
+
+
+def _compile_disabled() -> bool:
+    """Inside ``disable(fn)`` and ``disable_capture()`` compiled callables run eagerly."""
+    global _compile_disabled
+    from .markers._session import compile_disabled
+
+    _compile_disabled = compile_disabled
+    return compile_disabled()
+
+
+def _check_native_backend(backend: Any) -> None:
+    from .backends import get_backend_capabilities
+
+    caps = get_backend_capabilities(backend)
+    if caps.target is None:
+        raise ValueError(f"compile(strict_native=True): backend {_backend_label(backend)!r} declares no "
+                         f"native compile target (it runs graphs through the reference implementations); "
+                         f"choose a native backend such as 'iree-cpu'")
+
+
+def _signature(fn: Any) -> list[str] | None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+    return names
+
+
+# -- dynamic_shapes ----------------------------------------------------------------------------
+
+def _normalize_dynamic_shapes(spec: Any, dynamic: bool | None, params: list[str] | None) -> Any:
+    """Check the spec's own structure at compile() time (argument names, dim entries)."""
+    if spec is None:
+        return None
+    if dynamic is False:
+        raise ValueError("compile(dynamic=False, dynamic_shapes=...): a dynamic_shapes spec needs "
+                         "dynamic=None or dynamic=True")
+    if isinstance(spec, dict):
+        if params is not None:
+            unknown = [k for k in spec if k not in params]
+            if unknown:
+                raise ValueError(f"dynamic_shapes names {', '.join(map(repr, unknown))}, which "
+                                 f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} "
+                                 f"of the function (parameters: {', '.join(params) or 'none'})")
+        for k, v in spec.items():
+            _check_spec_entry(v, k)
+        return dict(spec)
+    if isinstance(spec, (tuple, list)):
+        for i, v in enumerate(spec):
+            _check_spec_entry(v, f"[{i}]")
+        return tuple(spec)
+    raise TypeError(f"dynamic_shapes must be a dict keyed by argument name or a tuple/list with one "
+                    f"entry per positional argument, got {type(spec).__name__}")
+
+
+def _is_dim(v: Any) -> bool:
+    return v is None or isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) \
+        or hasattr(v, "__name__") and hasattr(v, "min")
+
+
+def _check_spec_entry(v: Any, where: str) -> None:
+    if v is None or _is_dim_map(v):
+        return
+    if isinstance(v, (tuple, list)):
+        if all(_is_dim(d) for d in v):
+            return
+        for i, sub in enumerate(v):
+            _check_spec_entry(sub, f"{where}[{i}]")
+        return
+    if isinstance(v, dict):
+        for k, sub in v.items():
+            _check_spec_entry(sub, f"{where}[{k!r}]")
+        return
+    raise TypeError(f"dynamic_shapes{'' if where.startswith('[') else '.'}{where}: expected None, a "
+                    f"{{dim: name}} dict, a per-dim tuple of names/None, or a nested structure of "
+                    f"those, got {v!r}")
+
+
+def _is_dim_map(v: Any) -> bool:
+    return isinstance(v, dict) and bool(v) and all(isinstance(k, int) and not isinstance(k, bool)
+                                                   for k in v) and all(_is_dim(d) for d in v.values())
+
+
+def _dim_name(d: Any) -> Any:
+    return d.__name__ if hasattr(d, "__name__") and not isinstance(d, (str, int)) else d
+
+
+def check_dynamic_shapes(spec: Any, params: list[str] | None, leaves: list[Any], paths: list[str]) -> dict:
+    """Match ``spec`` against one call's arguments; returns {path: {dim: name}} or raises
+    ValueError naming the argument whose spec does not fit."""
+    if isinstance(spec, dict):
+        by_name = dict(spec)
+    else:
+        if params is None:
+            raise ValueError("dynamic_shapes given as a tuple, but the callable's signature is unknown; "
+                             "use a dict keyed by argument name")
+        if len(spec) > len(params):
+            raise ValueError(f"dynamic_shapes has {len(spec)} entries but the function takes "
+                             f"{len(params)} positional argument(s)")
+        by_name = dict(zip(params, spec))
+    resolved: dict[str, dict[int, Any]] = {}
+    sizes: dict[Any, tuple[int, str]] = {}
+    for name, entry in by_name.items():
+        matched = [(p, leaf) for p, leaf in zip(paths, leaves) if p == name or p.startswith(name + "[")
+                   or p.startswith(name + ".")]
+        if not matched:
+            if entry is None:
+                continue
+            raise ValueError(f"dynamic_shapes[{name!r}]: no argument {name!r} in this call")
+        _match(entry, name, dict(matched), resolved)
+    for path, dims in resolved.items():
+        leaf = leaves[paths.index(path)]
+        static = getattr(leaf, "_static_dims", None) or ()
+        for d, label in dims.items():
+            size = leaf.shape[d]
+            if isinstance(label, int):
+                if size != label:
+                    raise ValueError(f"dynamic_shapes: {path} dim {d} is specified as {label} but has "
+                                     f"size {size}")
+                continue
+            if static is True or (isinstance(static, (set, frozenset, tuple, list)) and d in static):
+                raise ValueError(f"dynamic_shapes: {path} dim {d} is named {label!r} (dynamic) but was "
+                                 f"marked static with mark_static")
+            prev = sizes.setdefault(label, (size, f"{path} dim {d}"))
+            if prev[0] != size:
+                raise ValueError(f"dynamic_shapes: dimension {label!r} has size {prev[0]} at {prev[1]} "
+                                 f"but {size} at {path} dim {d}; dims with one name must agree")
+    return resolved
+
+
+def _match(entry: Any, path: str, leaves: dict[str, Any], out: dict) -> None:
+    if entry is None:
+        return
+    leaf = leaves.get(path)
+    if leaf is not None and not isinstance(leaf, Tensor) and path in leaves and (
+            _is_dim_map(entry) or (isinstance(entry, (tuple, list)) and all(_is_dim(d) for d in entry))):
+        raise ValueError(f"dynamic_shapes: {path} is a {type(leaf).__name__}, not a tensor; its spec "
+                         f"must be None")
+    if isinstance(leaf, Tensor):
+        if _is_dim_map(entry):
+            dims = dict(entry)
+        elif isinstance(entry, (tuple, list)) and all(_is_dim(d) for d in entry):
+            if len(entry) != leaf.ndim:
+                raise ValueError(f"dynamic_shapes: {path} has {leaf.ndim} dims but its spec lists "
+                                 f"{len(entry)}")
+            dims = {i: d for i, d in enumerate(entry) if d is not None}
+        else:
+            raise ValueError(f"dynamic_shapes: {path} is a tensor; its spec must be a {{dim: name}} dict "
+                             f"or a tuple with one entry per dim, got {entry!r}")
+        for d in dims:
+            if not -leaf.ndim <= d < leaf.ndim:
+                raise ValueError(f"dynamic_shapes: {path} has {leaf.ndim} dims; dim {d} is out of range")
+        out[path] = {d % leaf.ndim: _dim_name(v) for d, v in dims.items()}
+        return
+    if isinstance(entry, dict) and not _is_dim_map(entry):
+        for k, sub in entry.items():
+            _match(sub, f"{path}[{k!r}]" if f"{path}[{k!r}]" in leaves or any(
+                p.startswith(f"{path}[{k!r}]") for p in leaves) else f"{path}.{k}", leaves, out)
+        return
+    if isinstance(entry, (tuple, list)):
+        for i, sub in enumerate(entry):
+            _match(sub, f"{path}[{i}]", leaves, out)
+        return
+    raise ValueError(f"dynamic_shapes: the spec for {path} does not match the argument's structure")
+
+
+# -- the module wrapper ------------------------------------------------------------------------
+
+class CompiledModule(Module):
+    """What ``compile(module)`` returns: a Module whose calls run compiled.
+
+    The original is ``_orig_mod`` (a child module, so ``train()``, ``to()`` and
+    ``parameters()`` reach it); attributes not found on the wrapper are the original's,
+    attribute assignment goes to the original, and ``state_dict()`` /
+    ``load_state_dict()`` use the original's keys, so checkpoints move between the two.
+    """
+
+    def __init__(self, module: Module, **options: Any):
+        Module.__init__(self)
+        self._modules["_orig_mod"] = module
+        object.__setattr__(self, "_compiled", CompiledFunction(module._call_impl, _module=module, **options))
+
+    @property
+    def training(self) -> bool:  # type: ignore[override]
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        modules = self.__dict__.get("_modules")
+        if modules is not None and "_orig_mod" in modules:
+            modules["_orig_mod"].training = mode
+
+    @property
+    def compiled_function(self) -> CompiledFunction:
+        """The compiled call (its cache, counters and graphs)."""
+        return self.__dict__["_compiled"]
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_compiled"](*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        modules = self.__dict__.get("_modules")
+        if modules is not None and name in modules:
+            return modules[name]
+        if modules is None or "_orig_mod" not in modules:
+            raise AttributeError(name)
+        return getattr(modules["_orig_mod"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("training", "_compiled") or name in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._orig_mod, name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator:
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator:
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def get_submodule(self, target: str) -> Module:
+        return self._orig_mod.get_submodule(target)
+
+    def get_parameter(self, target: str) -> Any:
+        return self._orig_mod.get_parameter(target)
+
+    def get_buffer(self, target: str) -> Any:
+        return self._orig_mod.get_buffer(target)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(dir(self._orig_mod)))
+
+
+def compile(model: Callable[..., Any] | None = None, *, fullgraph: bool = False, dynamic: bool | None = None,
+            backend: str | Callable[..., Any] | None = None, mode: str | None = None,
+            options: dict[str, Any] | None = None, name: str | None = None, disable: bool = False,
+            recompile_limit: int | None = None, isolate_recompiles: bool = False, strict_native: bool = False,
+            dynamic_shapes: Any = None) -> Callable[..., Any]:
+    """Compile a callable through the TensorPlay capture and lowering pipeline."""
+    opts = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options, name=name,
+                disable=disable, recompile_limit=recompile_limit, isolate_recompiles=isolate_recompiles,
+                strict_native=strict_native, dynamic_shapes=dynamic_shapes)
+    if model is None:
+        def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+            return compile(fn, **opts)
+
+        return decorate
+    if isinstance(model, CompiledModule):
+        model = model._orig_mod
+    elif isinstance(model, CompiledFunction) and model._module is None:
+        model = model._fn
+    if isinstance(model, Module):
+        return CompiledModule(model, **opts)
+    return CompiledFunction(model, **opts)
+
+
+# -- explain -----------------------------------------------------------------------------------
+
+@dataclass
+class ExplainReport:
+    """What capturing one call produced: graphs, graph breaks (with source lines) and ops."""
+
+    graphs: list[Graph] = field(default_factory=list)
+    breaks: list[BreakInfo] = field(default_factory=list)
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.breaks)
+
+    @property
+    def break_reasons(self) -> list[BreakInfo]:
+        return list(self.breaks)
+
+    @property
+    def ops_per_graph(self) -> list[int]:
+        return [len(g.nodes) for g in self.graphs]
+
+    @property
+    def op_counts(self) -> list[Counter]:
+        return [op_counts(g) for g in self.graphs]
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {sum(self.ops_per_graph)}"]
+        if self.breaks:
+            lines.append("Break reasons:")
+            for i, b in enumerate(self.breaks, 1):
+                lines.append(f"  {i}. {b.reason}")
+                lines.append(f"     at {b.loc if b.loc is not None else '<unknown location>'}")
+                if b.source:
+                    lines.append(f"       {b.source}")
+        lines.append("Ops per graph:")
+        for i, (g, counts) in enumerate(zip(self.graphs, self.op_counts), 1):
+            detail = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
+            lines.append(f"  graph {i} (@{g.name}): {len(g.nodes)} ops" + (f": {detail}" if detail else ""))
+        return "\n".join(lines)
+
+    def format_graphs(self) -> str:
+        return "\n\n".join(format_graph(g) for g in self.graphs)
+
+
+def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
+    """Capture one call of ``fn`` and report its graphs, graph breaks and ops.
+
+    The call really runs (Python side effects included), with graphs interpreted by the
+    reference implementations instead of compiled, so nothing is cached."""
+    module = None
+    if isinstance(fn, CompiledModule):
+        module, fn = fn._orig_mod, fn._orig_mod._call_impl
+    elif isinstance(fn, CompiledFunction):
+        module, fn = fn._module, fn._fn
+    elif isinstance(fn, Module):
+        module, fn = fn, fn._call_impl
+    name = _default_name(fn if module is None else type(module))
+    leaves, treedef = pytree.flatten((args, kwargs))
+    modules = [("", module)] if module is not None else []
+    if inspect.ismethod(fn) and is_module(fn.__self__) and fn.__self__ is not module:
+        modules.append(("self.", fn.__self__))
+    modules += [(f"{p}.", leaf) for p, leaf in zip(pytree.leaf_paths(treedef), leaves) if is_module(leaf)]
+    modules += [(f"{label}.", obj) for label, obj, _ in free_objects(fn) if is_module(obj)]
+
+    def run(graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        return interpret(graph, arrays)
+
+    session = Capture(CaptureConfig(name=name, run_graph=run))
+    if current_capture() is not None:
+        raise RuntimeError("explain() cannot run inside a capture")
+    trace = session.run_trace(fn, args, kwargs, leaves, pytree.leaf_paths(treedef), modules)
+    report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
+    if trace is not None:
+        entry = Entry(GRAPH, (), (), name, [], [])
+        entry.bindings, entry.graph = trace.bindings, trace.graph
+        entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
+        graph = trace.graph
+        entry.runner = (lambda *a: interpret(graph, a)) if graph.nodes else (
+            _passthrough(graph) if graph.outputs else None)
+        entry.run(leaves, [b.first for b in trace.bindings])
+        report.graphs.append(graph)
+    return report
+

@@ -1,0 +1,161 @@
+"""Helpers over captured graphs: structural hashing, a readable listing, a reference
+interpreter and input pruning.
+
+The structural key covers ops, attributes, types and wiring (and callees), never value
+names or source locations, so the same computation captured at two places shares one
+compiled program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...dialects.tp.dtypes import DType
+from ...dialects.tp.graph import CALL, Graph, Value
+
+__all__ = ["structural_key", "format_graph", "interpret", "prune_inputs", "order_inputs_by_use", "op_counts",
+           "used_values"]
+
+
+def structural_key(graph: Graph) -> str:
+    """A hex digest identifying ``graph`` up to names and locations."""
+    h = hashlib.sha256()
+    _hash_graph(graph, h, {})
+    return h.hexdigest()
+
+
+def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
+    ref: dict[Value, str] = {}
+    for i, v in enumerate(graph.inputs):
+        ref[v] = f"i{i}"
+        h.update(f"in {v.type};".encode())
+    for n, node in enumerate(graph.nodes):
+        h.update(f"op {node.op}(".encode())
+        h.update(",".join("_" if v is None else ref[v] for v in node.inputs).encode())
+        h.update(b")")
+        if node.callee is not None:
+            key = callees.get(id(node.callee))
+            if key is None:
+                sub = hashlib.sha256()
+                _hash_graph(node.callee, sub, callees)
+                key = callees[id(node.callee)] = sub.hexdigest()
+            h.update(f"callee {key}".encode())
+        else:
+            for name in sorted(node.attrs):
+                h.update(f"{name}=".encode())
+                _hash_attr(node.attrs[name], h)
+        for j, r in enumerate(node.results):
+            ref[r] = f"n{n}.{j}"
+            h.update(f"-> {r.type};".encode())
+    h.update(("out " + ",".join(ref[v] for v in graph.outputs)).encode())
+
+
+def _hash_attr(value: Any, h: Any) -> None:
+    if isinstance(value, np.ndarray):
+        h.update(f"array {value.dtype} {value.shape} ".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, DType):
+        h.update(f"dtype {value.name};".encode())
+    elif isinstance(value, tuple):
+        h.update(b"(")
+        for v in value:
+            _hash_attr(v, h)
+        h.update(b")")
+    else:
+        h.update(f"{type(value).__name__} {value!r};".encode())
+
+
+def used_values(graph: Graph) -> set[Value]:
+    """Values read by a node or an output."""
+    used = {v for node in graph.nodes for v in node.inputs if v is not None}
+    used.update(graph.outputs)
+    return used
+
+
+def prune_inputs(graph: Graph) -> list[int]:
+    """Drop inputs nothing reads; returns the indices (into the old list) that remain."""
+    used = used_values(graph)
+    keep = [i for i, v in enumerate(graph.inputs) if v in used]
+    graph.inputs = [graph.inputs[i] for i in keep]
+    for i, v in enumerate(graph.inputs):
+        v.index = i
+    return keep
+
+
+def order_inputs_by_use(graph: Graph) -> None:
+    """Renumber inputs in order of first use, so equal computations reached along different
+    paths (traced or lazy) get equal structural keys."""
+    order: dict[Value, None] = {}
+    inputs = set(graph.inputs)
+    for node in graph.nodes:
+        for v in node.inputs:
+            if v in inputs:
+                order.setdefault(v)
+    for v in graph.outputs:
+        if v in inputs:
+            order.setdefault(v)
+    for v in graph.inputs:
+        order.setdefault(v)
+    graph.inputs = list(order)
+    for i, v in enumerate(graph.inputs):
+        v.index = i
+
+
+def op_counts(graph: Graph) -> Counter:
+    """How many times each op occurs (calls count as ``func.call @callee``)."""
+    return Counter(f"{CALL} @{n.callee.name}" if n.callee is not None else n.op for n in graph.nodes)
+
+
+def format_graph(graph: Graph) -> str:
+    """A readable listing: one line per node, with its source location."""
+    names: dict[Value, str] = {}
+    for i, v in enumerate(graph.inputs):
+        names[v] = f"%arg{i}"
+    lines = [f"graph @{graph.name}(" + ", ".join(f"{names[v]}: {v.type}" for v in graph.inputs) + ")"]
+    k = 0
+    for node in graph.nodes:
+        outs = []
+        for r in node.results:
+            names[r] = f"%{k}"
+            k += 1
+            outs.append(names[r])
+        args = ", ".join("none" if v is None else names.get(v, "%?") for v in node.inputs)
+        if node.callee is not None:
+            text = f"{CALL} @{node.callee.name}({args})"
+        else:
+            attrs = ", ".join(f"{a}={_short(v)}" for a, v in node.attrs.items())
+            text = f"{node.op}({args})" + (f" {{{attrs}}}" if attrs else "")
+        types = ", ".join(str(r.type) for r in node.results)
+        where = f"  # {node.loc}" if node.loc is not None else ""
+        lines.append(f"  {', '.join(outs)} = {text} : {types}{where}")
+    lines.append("  return " + ", ".join(names.get(v, "%?") for v in graph.outputs))
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        if value.size <= 4:
+            return f"dense<{value.tolist()}>"
+        return f"dense<{value.dtype}{list(value.shape)}>"
+    if isinstance(value, DType):
+        return value.name
+    return repr(value)
+
+
+def interpret(graph: Graph, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Run ``graph`` with the ops' reference implementations (the eager semantics)."""
+    env: dict[Value, np.ndarray] = dict(zip(graph.inputs, arrays))
+    for node in graph.nodes:
+        ins = [None if v is None else env[v] for v in node.inputs]
+        if node.callee is not None:
+            outs = interpret(node.callee, ins)
+        else:
+            outs = node.opdef.evaluate(ins, node.attrs, [r.type for r in node.results])
+        for r, out in zip(node.results, outs):
+            env[r] = out
+    return [env[v] for v in graph.outputs]

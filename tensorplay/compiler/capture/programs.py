@@ -1,0 +1,160 @@
+"""Turning a captured graph into something that runs: the backend's ``run`` callable, or a
+chain of them when nested compile regions ask for their own backend.
+
+A graph whose ``func.call`` nodes name a region compiled by another backend is cut at
+those calls into pieces; each piece is compiled by the caller's backend, each region by
+its own, and the pieces run one after another on arrays (no Python in between beyond
+passing arrays along).
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..._tensor import Tensor
+from ...dialects.tp.graph import Graph, Node, Value
+from .._logging import get_logger
+from ..errors import GraphCaptureError
+from .session import region_compiler
+
+__all__ = ["Backend", "compile_graph", "check_native"]
+
+_log_perf = get_logger("perf")
+
+#: ``run(*arrays) -> list[np.ndarray]``
+Runner = Callable[..., list]
+
+
+class Backend:
+    """A resolved backend with its merged options, called per the backend convention."""
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any], label: str):
+        self.fn = fn
+        self.options = options
+        self.label = label
+        self.compiles = 0
+
+    def __call__(self, graph: Graph, arrays: Sequence[np.ndarray]) -> Runner:
+        examples = [Tensor._wrap(a) for a in arrays]
+        start = time.perf_counter()
+        try:
+            if self.options:
+                run = self.fn(graph, examples, options=dict(self.options))
+            else:
+                run = self.fn(graph, examples)
+        except Exception as exc:
+            exc.add_note(f"(while backend {self.label!r} compiled graph @{graph.name}, "
+                         f"{len(graph.nodes)} ops; TENSORPLAY_LOGS=graphs shows the graph)")
+            raise
+        self.compiles += 1
+        _log_perf.info("compiled @%s (%d ops) with %s in %.3f s", graph.name, len(graph.nodes),
+                       self.label, time.perf_counter() - start)
+        if not callable(run):
+            raise TypeError(f"backend {self.label!r} returned {type(run).__name__}, not a callable "
+                            f"run(*arrays) -> list of arrays")
+        return run
+
+
+def check_native(graph: Graph) -> None:
+    """strict_native: every op of ``graph`` (and its callees) must have a native lowering."""
+    from ...passes.lowering import LOWERINGS, _load
+
+    _load()
+    for g in [graph, *graph.callees()]:
+        for node in g.nodes:
+            if node.callee is None and node.op not in LOWERINGS:
+                where = f" at {node.loc}" if node.loc is not None else ""
+                raise GraphCaptureError(f"strict_native: {node.op}{where} has no native lowering "
+                                        f"(convert-tp-to-linalg); it could only run eagerly")
+
+
+_region_programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def compile_graph(graph: Graph, arrays: Sequence[np.ndarray], backend: Backend) -> Runner:
+    """A runner for ``graph``: the backend's own, or a chain around separately compiled regions."""
+    if not any(n.callee is not None and region_compiler(n.callee) is not None for n in graph.nodes):
+        return backend(graph, arrays)
+    return _Chain(graph, arrays, backend)
+
+
+def _region_backend(compiler: Any) -> Backend:
+    from ..backends import lookup_backend
+
+    label = compiler if isinstance(compiler, str) else getattr(compiler, "__name__", repr(compiler))
+    return Backend(lookup_backend(compiler), {}, str(label))
+
+
+class _Chain:
+    """Pieces of one graph run in order; regions with their own backend in between."""
+
+    def __init__(self, graph: Graph, arrays: Sequence[np.ndarray], backend: Backend):
+        self.graph = graph
+        pieces: list[list[Node]] = []
+        current: list[Node] = []
+        for node in graph.nodes:
+            if node.callee is not None and region_compiler(node.callee) is not None:
+                if current:
+                    pieces.append(current)
+                    current = []
+                pieces.append([node])
+            else:
+                current.append(node)
+        if current:
+            pieces.append(current)
+        later: list[set[Value]] = []
+        needed = set(graph.outputs)
+        for piece in reversed(pieces):
+            later.append(set(needed))
+            for node in piece:
+                needed.update(v for v in node.inputs if v is not None)
+        later.reverse()
+        env: dict[Value, np.ndarray] = dict(zip(graph.inputs, arrays))
+        self.steps: list[tuple[list[Value], Runner, list[Value]]] = []
+        for k, (piece, after) in enumerate(zip(pieces, later)):
+            defined = {r for node in piece for r in node.results}
+            ins: list[Value] = []
+            for node in piece:
+                for v in node.inputs:
+                    if v is not None and v not in defined and v not in ins:
+                        ins.append(v)
+            outs = [r for node in piece for r in node.results if r in after]
+            region = piece[0].callee if len(piece) == 1 and piece[0].callee is not None and \
+                region_compiler(piece[0].callee) is not None else None
+            example = [env[v] for v in ins]
+            if region is not None:
+                run = _region_programs.get(region)
+                if run is None:
+                    run = _region_backend(region_compiler(region))(region, example)
+                    _region_programs[region] = run
+                outs = list(piece[0].results)
+            else:
+                sub = _subgraph(f"{graph.name}_part{k}", piece, ins, outs)
+                run = compile_graph(sub, example, backend)
+            results = run(*example)
+            env.update(zip(outs, results))
+            self.steps.append((ins, run, outs))
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        env: dict[Value, np.ndarray] = dict(zip(self.graph.inputs, arrays))
+        for ins, run, outs in self.steps:
+            env.update(zip(outs, run(*[env[v] for v in ins])))
+        return [env[v] for v in self.graph.outputs]
+
+
+def _subgraph(name: str, nodes: list[Node], ins: list[Value], outs: list[Value]) -> Graph:
+    sub = Graph(name=name)
+    mapping: dict[Value, Value] = {v: sub.add_input(v.type) for v in ins}
+    for node in nodes:
+        new = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs),
+                   (), node.loc, node.callee)
+        new.results = tuple(Value(r.type, new, r.index) for r in node.results)
+        mapping.update(zip(node.results, new.results))
+        sub.nodes.append(new)
+    sub.set_outputs([mapping[v] for v in outs])
+    return sub

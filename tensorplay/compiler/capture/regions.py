@@ -1,0 +1,202 @@
+"""Nested compile regions: a function traced once per signature into its own callee graph,
+then called (``func.call``) from every site that matches.
+
+The callee's inputs are the tensor arguments, then every other tensor the body read: a
+parameter or buffer of a module argument is found again by its name at the next site (so
+layer 2 of a transformer calls the callee traced for layer 1 with its own weights), any
+other tensor (a closure) is the same object at every site, and a random draw is redrawn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..._tensor import Tensor
+from ...dialects.tp.graph import Graph, Value
+from ..errors import GraphCaptureError
+from . import pytree
+from .session import _REGION_COMPILERS, Capture, _Ref, user_loc
+
+__all__ = ["Region", "call_region"]
+
+
+@dataclass
+class Region:
+    """A traced region: the callee graph and how a site supplies and receives values."""
+
+    callee: Graph
+    locators: list[tuple]  # per callee input: ("arg", i) | ("module", i, name) | ("object", t) | ("random", fn, a, kw)
+    out_tree: pytree.TreeDef
+    out_spec: list[tuple]  # ("tensor", output index) | ("const", value)
+    mutations: list[tuple[int, int]] = field(default_factory=list)  # (input index, output index)
+    compiler: Any = None
+    sites: int = 0
+
+
+def _is_module(x: Any) -> bool:
+    from ...nn.modules.module import Module
+
+    return isinstance(x, Module)
+
+
+def _leaf_signature(leaf: Any) -> Any:
+    if isinstance(leaf, Tensor):
+        return ("tensor", leaf._tensor_type(), leaf.requires_grad)
+    if _is_module(leaf):
+        state = tuple((n, t._tensor_type()) for n, t in leaf.named_parameters())
+        state += tuple((n, t._tensor_type()) for n, t in leaf.named_buffers())
+        return ("module", type(leaf), leaf.training, state)
+    try:
+        hash(leaf)
+        return ("value", type(leaf), leaf)
+    except TypeError:
+        return ("object", id(leaf))
+
+
+def call_region(session: Capture, fn: Callable[..., Any], args: tuple, kwargs: dict, key: Any,
+                compiler: Any) -> Any:
+    leaves, treedef = pytree.flatten((args, kwargs))
+    signature = (key, treedef, tuple(_leaf_signature(x) for x in leaves))
+    cache = session.config.regions
+    region = cache.get(signature)
+    if region is None:
+        region = _trace(session, fn, leaves, treedef, compiler, len(cache))
+        cache[signature] = region
+    return _call_site(session, region, leaves)
+
+
+def _callee_name(session: Capture, fn: Callable[..., Any], n: int) -> str:
+    base = getattr(fn, "__name__", None) or "region"
+    base = re.sub(r"\W+", "_", base).strip("_") or "region"
+    return f"{session.config.name}_{base}_{n}"
+
+
+class _RegionFrame:
+    """The state of one region being traced: its graph and where its inputs come from."""
+
+    def __init__(self, session: Capture, graph: Graph, name: str, leaves: list[Any]):
+        self.session = session
+        self.graph = graph
+        self.name = name
+        self.locators: list[tuple] = []
+        self.input_of: dict[int, int] = {}  # id(tensor) -> callee input index
+        self.current: dict[int, tuple[Tensor, Value]] = {}  # outer tensors read in the body
+        self.owners: dict[int, tuple] = {}
+        for i, leaf in enumerate(leaves):
+            if _is_module(leaf):
+                for n, t in leaf.named_parameters():
+                    self.owners.setdefault(id(t), ("module", i, n))
+                for n, t in leaf.named_buffers():
+                    self.owners.setdefault(id(t), ("module", i, n))
+
+    def add_input(self, t: Tensor, locator: tuple) -> Value:
+        v = self.graph.add_input(t._tensor_type())
+        self.locators.append(locator)
+        self.input_of[id(t)] = v.index
+        return v
+
+    def value_of(self, t: Tensor) -> Value:
+        ref = t._capture
+        if isinstance(ref, _Ref) and ref.session is self.session and ref.graph is self.graph:
+            return ref.value
+        hit = self.current.get(id(t))
+        if hit is not None:
+            return hit[1]
+        locator = self.owners.get(id(t), ("object", t))
+        v = self.add_input(t, locator)
+        self.current[id(t)] = (t, v)
+        return v
+
+    def rebind(self, tensor: Tensor, new: Value) -> None:
+        ref = tensor._capture
+        if isinstance(ref, _Ref) and ref.session is self.session and ref.graph is self.graph:
+            ref.value = new
+            return
+        self.value_of(tensor)
+        self.current[id(tensor)] = (tensor, new)
+
+    def random_input(self, fn: Callable[..., Any], args: tuple, kwargs: dict, out: Tensor) -> Tensor:
+        v = self.graph.add_input(out._tensor_type())
+        self.locators.append(("random", fn, args, kwargs))
+        return Tensor._from_type(v.type, _Ref(self.session, self.graph, v))
+
+
+def _trace(session: Capture, fn: Callable[..., Any], leaves: list[Any], treedef: pytree.TreeDef,
+           compiler: Any, n: int) -> Region:
+    name = _callee_name(session, fn, n)
+    callee = Graph(name=name)
+    label = f"nested_compile_region {getattr(fn, '__qualname__', name)}"
+    frame = _RegionFrame(session, callee, label, leaves)
+    inner = list(leaves)
+    arg_tensors: list[tuple[Tensor, int]] = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, Tensor):
+            v = frame.add_input(leaf, ("arg", i))
+            t = Tensor._from_type(v.type, _Ref(session, callee, v))
+            t.requires_grad = leaf.requires_grad
+            frame.input_of[id(t)] = v.index
+            inner[i] = t
+            arg_tensors.append((t, v.index))
+    args, kwargs = pytree.unflatten(treedef, inner)
+    session._regions.append(frame)
+    try:
+        result = fn(*args, **kwargs)
+        out_leaves, out_tree = pytree.flatten(result)
+        outputs: list[Value] = []
+        spec: list[tuple] = []
+        for leaf in out_leaves:
+            if isinstance(leaf, Tensor):
+                spec.append(("tensor", len(outputs)))
+                outputs.append(frame.value_of(leaf))
+            else:
+                spec.append(("const", leaf))
+        mutations: list[tuple[int, int]] = []
+        for t, index in arg_tensors:
+            if t._capture.value is not callee.inputs[index]:
+                mutations.append((index, len(outputs)))
+                outputs.append(t._capture.value)
+        for tid, (t, v) in frame.current.items():
+            index = frame.input_of[tid]
+            if v is not callee.inputs[index]:
+                mutations.append((index, len(outputs)))
+                outputs.append(v)
+    finally:
+        session._regions.pop()
+    callee.set_outputs(outputs)
+    if compiler is not None:
+        _REGION_COMPILERS[callee] = compiler
+    return Region(callee, frame.locators, out_tree, spec, mutations, compiler)
+
+
+def _locate(session: Capture, locator: tuple, leaves: list[Any]) -> Tensor:
+    kind = locator[0]
+    if kind == "arg":
+        return leaves[locator[1]]
+    if kind == "module":
+        target: Any = leaves[locator[1]]
+        for part in locator[2].split("."):
+            target = getattr(target, part)
+        return target
+    if kind == "object":
+        return locator[1]
+    return session.random_call(locator[1], locator[2], locator[3])
+
+
+def _call_site(session: Capture, region: Region, leaves: list[Any]) -> Any:
+    sources = [_locate(session, loc, leaves) for loc in region.locators]
+    for t in sources:
+        if not isinstance(t, Tensor):
+            raise GraphCaptureError(f"nested compile region @{region.callee.name}: expected a tensor "
+                                    f"input, found {type(t).__name__}")
+    values = [session.value_of(t) for t in sources]
+    graph = session.current_graph()
+    results = graph.add_call(region.callee, values, user_loc(2))
+    region.sites += 1
+    tensors = session.wrap_values(results, graph)
+    for index, out in region.mutations:
+        session.rebind(sources[index], tensors[out])
+    out_leaves = [tensors[item[1]] if item[0] == "tensor" else item[1] for item in region.out_spec]
+    return pytree.unflatten(region.out_tree, out_leaves)

@@ -1,0 +1,758 @@
+"""The capture session: the dispatch handler that records tp ops into graphs.
+
+A :class:`Capture` runs in one of two modes:
+
+* ``trace``: the first call of a compiled function for a guard key. Tensor arguments and
+  the parameters and buffers of the modules involved are *borrowed*: their objects are
+  turned into capture tensors for the duration (identity kept) and restored afterwards.
+  A trace that finishes without a graph break yields one whole graph, run later without
+  Python.
+* ``lazy``: after a graph break, and on every call of a function known to break. Ops are
+  recorded lazily; when Python needs a value the pending graph (a *segment*) is compiled,
+  cached by its structural hash, and run, and every live capture tensor becomes concrete
+  in place.
+"""
+
+from __future__ import annotations
+
+import linecache
+import logging
+import os
+import sys
+import sysconfig
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ... import _dispatch
+from ..._tensor import Tensor
+from ...dialects.tp.graph import Graph, Node, SourceLoc, Value
+from ...dialects.tp.registry import Op
+from ...dialects.tp.types import TensorType, type_of_array
+from .._logging import get_logger
+from ..errors import GraphCaptureError
+from . import pytree
+from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput
+from .graphs import format_graph, order_inputs_by_use, prune_inputs
+
+__all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
+           "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler"]
+
+TRACE = "trace"
+LAZY = "lazy"
+
+_local = threading.local()
+_log_breaks = get_logger("breaks")
+_log_graphs = get_logger("graphs")
+
+
+def _stack() -> list[Capture | None]:
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def current_capture() -> Capture | None:
+    """The innermost active capture session; None when running eagerly."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def is_compiling() -> bool:
+    """Whether Python is running under a capture (tracing, or between graph segments)."""
+    return current_capture() is not None
+
+
+def is_exporting() -> bool:
+    """Whether an export session is active on this thread."""
+    return bool(getattr(_local, "exporting", 0))
+
+
+@contextmanager
+def exporting() -> Iterator[None]:
+    """Mark the block as an export session: captures started inside export (fullgraph)."""
+    _local.exporting = getattr(_local, "exporting", 0) + 1
+    try:
+        yield
+    finally:
+        _local.exporting -= 1
+
+
+@contextmanager
+def suspended() -> Iterator[None]:
+    """Run the block eagerly: no capture session and no dispatch handler."""
+    _stack().append(None)
+    try:
+        with _dispatch.capture_handler(None):
+            yield
+    finally:
+        _stack().pop()
+
+
+# -- where the user's code is -----------------------------------------------------------------
+
+def _dirs(*paths: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(os.path.join(q, "") for p in paths if p for q in (p, os.path.realpath(p))))
+
+
+def _package_roots() -> list[tuple[tuple[str, ...], bool]]:
+    """Folders and whether frames there are the user's, most specific first: tensorplay's
+    examples are; tensorplay, installed packages (numpy calling back into tensorplay) and
+    the standard library are not."""
+    import importlib.util
+
+    import tensorplay
+
+    package = os.path.dirname(tensorplay.__file__)
+    ours = [package]
+    for sub in ("tensorplay.dialects", "tensorplay.passes", "tensorplay.tools"):
+        spec = importlib.util.find_spec(sub)
+        if spec is not None and spec.origin:
+            ours.append(os.path.dirname(spec.origin))
+    paths = sysconfig.get_paths()
+    installed = [p for p in paths.values() if "-packages" in p]
+    return [(_dirs(os.path.join(package, "examples")), True), (_dirs(*ours), False),
+            (_dirs(*installed), False), (_dirs(paths.get("stdlib", "")), False)]
+
+
+_ROOTS: list[tuple[tuple[str, ...], bool]] | None = None
+_user_file_cache: dict[str, bool] = {}
+
+
+def _is_user_file(filename: str) -> bool:
+    hit = _user_file_cache.get(filename)
+    if hit is None:
+        global _ROOTS
+        if _ROOTS is None:
+            _ROOTS = _package_roots()
+        hit = not filename.startswith("<frozen")
+        if hit:
+            for prefixes, is_user in _ROOTS:
+                if filename.startswith(prefixes):
+                    hit = is_user
+                    break
+        _user_file_cache[filename] = hit
+    return hit
+
+
+def user_loc(depth: int = 1) -> SourceLoc | None:
+    """The first frame outside tensorplay, the standard library and installed packages (or,
+    when the whole stack is there, the first frame outside tensorplay)."""
+    frame = sys._getframe(depth)
+    fallback = None
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if _is_user_file(filename):
+            return SourceLoc(filename, frame.f_lineno)
+        if fallback is None and not _is_ours(filename):
+            fallback = SourceLoc(filename, frame.f_lineno)
+        frame = frame.f_back
+    return fallback
+
+
+def _is_ours(filename: str) -> bool:
+    if _ROOTS is None:
+        _is_user_file(filename)
+    examples, ours = _ROOTS[0][0], _ROOTS[1][0]
+    return filename.startswith(ours) and not filename.startswith(examples)
+
+
+def source_line(loc: SourceLoc | None) -> str:
+    if loc is None:
+        return ""
+    return linecache.getline(loc.file, loc.line).strip()
+
+
+# -- records ---------------------------------------------------------------------------------
+
+@dataclass
+class BreakInfo:
+    """One graph break: why, where (the user's line) and that line's text."""
+
+    reason: str
+    loc: SourceLoc | None
+    source: str = ""
+
+    def __str__(self) -> str:
+        where = f"{self.loc}" if self.loc is not None else "<unknown location>"
+        text = f"{where}: {self.reason}"
+        return text + (f"\n    {self.source}" if self.source else "")
+
+
+@dataclass
+class SegmentInfo:
+    """One graph a capture compiled and ran: the graph and how it was obtained."""
+
+    graph: Graph
+    key: str = ""
+    compiled: bool = True  # False when served from the structural-hash cache
+
+
+@dataclass
+class CaptureConfig:
+    """What a session needs from the compiled callable that owns it.
+
+    ``run_graph(graph, arrays, segment)`` compiles (or finds) and runs a graph, returning
+    one array per output; ``regions`` caches nested compile regions across calls.
+    """
+
+    name: str = "main"
+    fullgraph: bool = False
+    strict_native: bool = False
+    exporting: bool = False
+    dynamic: bool | None = None
+    run_graph: Callable[[Graph, list[np.ndarray], bool], list[np.ndarray]] | None = None
+    regions: dict = field(default_factory=dict)
+
+
+class _Ref:
+    """What a capture tensor's ``_capture`` holds: its session, graph and current value."""
+
+    __slots__ = ("session", "graph", "value")
+
+    def __init__(self, session: Capture, graph: Graph, value: Value):
+        self.session = session
+        self.graph = graph
+        self.value = value
+
+
+class _Borrow:
+    """A caller-owned tensor turned into a capture tensor for the trace."""
+
+    __slots__ = ("tensor", "data", "input", "binding")
+
+    def __init__(self, tensor: Tensor, data: np.ndarray, input: Value, binding: Binding):
+        self.tensor = tensor
+        self.data = data
+        self.input = input
+        self.binding = binding
+
+
+#: callee graph -> backend that compiles that region on its own (NestedCompileRegionOptions)
+_REGION_COMPILERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def region_compiler(callee: Graph) -> Any:
+    """The backend a nested compile region asked for, or None (compiled with its caller)."""
+    return _REGION_COMPILERS.get(callee)
+
+
+@dataclass
+class TraceResult:
+    """A trace that finished without a graph break: everything to build a cache entry."""
+
+    graph: Graph
+    bindings: list[Binding]
+    out_tree: pytree.TreeDef
+    out_spec: list[tuple]  # ("new", output index) | ("object", binding) | ("const", value)
+    writebacks: list[tuple[Binding | weakref.ref, int]]  # (target, output index)
+    guards: list[tuple[str, Callable[[], bool]]]
+
+
+class Capture:
+    """A capture session; see :mod:`tensorplay.compiler.capture` for the public contract."""
+
+    def __init__(self, config: CaptureConfig, mode: str = TRACE):
+        self.config = config
+        self.mode = mode
+        self.exporting = config.exporting or is_exporting()
+        self.dynamic = config.dynamic
+        self.breaks: list[BreakInfo] = []
+        self.segments: list[SegmentInfo] = []
+        self.guards: list[tuple[str, Callable[[], bool]]] = []
+        self._atomic: list[str] = []
+        self._regions: list[Any] = []  # regions._RegionFrame, innermost last
+        self._segment_index = 0
+        self._new_graph()
+
+    # -- public contract ------------------------------------------------------------------
+    @property
+    def fullgraph(self) -> bool:
+        """True when a graph break must raise instead of splitting the graph."""
+        return bool(self.config.fullgraph or self.config.strict_native or self.exporting
+                    or self._atomic or self._regions)
+
+    def loc(self) -> SourceLoc | None:
+        """The user's frame: the first one outside tensorplay."""
+        return user_loc(2)
+
+    def graph_break(self, reason: str) -> None:
+        """Split here (compile and run what is captured so far) or raise under fullgraph."""
+        loc = user_loc(2)
+        info = BreakInfo(reason, loc, source_line(loc))
+        self.breaks.append(info)
+        _log_breaks.info("graph break in %s at %s: %s%s", self.config.name, loc or "<unknown>",
+                         reason, f"\n    {info.source}" if info.source else "")
+        if self.fullgraph:
+            raise self._break_error(info)
+        self._flush()
+
+    def run_eagerly(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                    reason: str) -> Any:
+        """Break the graph, run ``fn`` eagerly on concrete tensors and return its results."""
+        self.graph_break(reason)
+        with suspended():
+            return fn(*args, **(kwargs or {}))
+
+    def call_atomic(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
+                    name: str) -> Any:
+        """Trace ``fn`` into the current graph; a break inside raises GraphCaptureError."""
+        self._atomic.append(name)
+        try:
+            return fn(*args, **(kwargs or {}))
+        finally:
+            self._atomic.pop()
+
+    def call_region(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+                    key: Any, compiler: Any = None) -> Any:
+        """Call ``fn`` as a nested compile region: traced once per key into a callee graph,
+        then a call of that callee at every site."""
+        from .regions import call_region
+
+        return call_region(self, fn, tuple(args), dict(kwargs or {}), key, compiler)
+
+    def add_guard(self, description: str, check: Callable[[], bool]) -> None:
+        """A condition the cached graph relies on; a call where it is false recompiles.
+
+        Only traced (whole-graph) entries keep guards: segmented functions run their
+        Python on every call, so nothing captured there is reused without it."""
+        if self.mode == TRACE:
+            self.guards.append((description, check))
+
+    # -- dispatch handler protocol -----------------------------------------------------------
+    def __call__(self, op: Op, operands: tuple[Any, ...], attrs: dict[str, Any],
+                 result_types: tuple[TensorType, ...]) -> Any:
+        captured = False
+        for o in operands:
+            if o is not None and o._data is None:
+                captured = True
+                break
+        if not all(t.has_static_shape for t in result_types):
+            if captured:
+                self.graph_break(f"{op.name} has a data-dependent output shape")
+            return NotImplemented
+        inputs = tuple(None if o is None else self.value_of(o) for o in operands)
+        return self._emit(op.name, inputs, attrs, result_types)
+
+    def concrete_value(self, tensor: Tensor, why: str) -> np.ndarray:
+        """Python asked for a captured tensor's data: graph break, then its value."""
+        ref = tensor._capture
+        if not isinstance(ref, _Ref) or ref.session is not self:
+            raise RuntimeError(f"{why}: this tensor stands for a value of another capture")
+        self.graph_break(f"{why} needs the value of a captured tensor")
+        if tensor._data is None:
+            raise GraphCaptureError(f"{why}: the captured tensor could not be made concrete")
+        return tensor._data
+
+    def display_value(self, tensor: Tensor, why: str) -> None:
+        """print/repr of one of this session's tensors: a graph break that makes it concrete."""
+        ref = tensor._capture
+        if isinstance(ref, _Ref) and ref.session is self and not self._regions:
+            self.concrete_value(tensor, why)
+        elif isinstance(ref, _Ref) and ref.session is self:
+            self.graph_break(f"{why} needs the value of a captured tensor")
+
+    def rebind(self, tensor: Tensor, value: Tensor) -> None:
+        """An in-place update: ``tensor`` now stands for ``value``'s graph value."""
+        new = self.value_of(value)
+        if self._regions:
+            self._regions[-1].rebind(tensor, new)
+            return
+        ref = tensor._capture
+        if isinstance(ref, _Ref) and ref.session is self:
+            ref.value = new
+            return
+        if tensor._data is None:
+            raise RuntimeError("in-place update of a tensor captured by another session")
+        # A concrete tensor updated in place: it stands for a graph value from now on.
+        if self.mode == TRACE:
+            self._borrow(tensor, AttachedInput(tensor, tensor._data, _describe(tensor)))
+            tensor._capture.value = new
+        else:
+            self._convert(tensor, new)
+
+    def random_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """A random op: drawn by the eager generator; under trace, a graph input redrawn on
+        every call in the same order."""
+        if any(isinstance(a, Tensor) and a._data is None
+               for a in pytree.flatten((args, kwargs))[0]):
+            return self.run_eagerly(fn, args, kwargs, f"{_fn_name(fn)}() with a captured tensor argument")
+        with suspended():
+            out = fn(*args, **kwargs)
+        if self.mode != TRACE or self._regions:
+            if self._regions:
+                return self._regions[-1].random_input(fn, args, kwargs, out)
+            return out
+        binding = RandomInput(fn, args, kwargs, out._data)
+        value = self._add_input(type_of_array(out._data), binding)
+        result = Tensor._from_type(value.type, _Ref(self, self.graph, value))
+        result.requires_grad = out.requires_grad
+        self._live.append(weakref.ref(result))
+        return result
+
+    # -- values ------------------------------------------------------------------------------
+    def value_of(self, t: Tensor) -> Value:
+        """The graph value ``t`` stands for in the graph being built (lifting if needed)."""
+        if self._regions:
+            return self._regions[-1].value_of(t)
+        ref = t._capture
+        if isinstance(ref, _Ref):
+            if ref.session is self and ref.graph is self.graph:
+                return ref.value
+            if ref.session is not self:
+                raise GraphCaptureError("a captured tensor of another compiled function was used "
+                                        "here; tensors made inside a capture cannot leave it")
+        if t._data is None:
+            raise GraphCaptureError("a captured tensor from a finished capture was used")
+        return self._lift(t)
+
+    def _lift(self, t: Tensor) -> Value:
+        hit = self._lifted.get(id(t))
+        if hit is not None:
+            return hit[1]
+        if self.mode == TRACE:
+            binding: Binding = AttachedInput(t, t._data, _describe(t))
+        else:
+            binding = ArrayInput(t._data)
+        value = self._add_input(t._tensor_type(), binding)
+        self._lifted[id(t)] = (t, value)
+        return value
+
+    def _add_input(self, ttype: TensorType, binding: Binding) -> Value:
+        value = self.graph.add_input(ttype)
+        self._bindings.append(binding)
+        return value
+
+    def current_graph(self) -> Graph:
+        """The graph new nodes go to: the innermost region being traced, else the segment."""
+        return self._regions[-1].graph if self._regions else self.graph
+
+    def _emit(self, op_name: str, inputs: tuple[Value | None, ...], attrs: dict[str, Any],
+              result_types: Sequence[TensorType]) -> Any:
+        graph = self.current_graph()
+        node = Node(op_name, inputs, attrs, (), user_loc(3))
+        node.results = tuple(Value(t, node, i) for i, t in enumerate(result_types))
+        graph.nodes.append(node)
+        return self._wrap_results(node.results, graph)
+
+    def _wrap_results(self, values: Sequence[Value], graph: Graph) -> Any:
+        outs = []
+        for v in values:
+            t = Tensor._from_type(v.type, _Ref(self, graph, v))
+            if not self._regions:
+                self._live.append(weakref.ref(t))
+            outs.append(t)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def wrap_values(self, values: Sequence[Value], graph: Graph) -> tuple[Tensor, ...]:
+        """Capture tensors for ``values`` of ``graph`` (always a tuple)."""
+        out = self._wrap_results(values, graph) if values else ()
+        return out if isinstance(out, tuple) else (out,)
+
+    # -- borrowing (trace mode) --------------------------------------------------------------
+    def borrow_argument(self, tensor: Tensor, index: int, path: str) -> None:
+        self._borrow(tensor, ArgInput(index, tensor._data, path))
+
+    def borrow_attached(self, tensor: Tensor, what: str) -> None:
+        self._borrow(tensor, AttachedInput(tensor, tensor._data, what))
+
+    def _borrow(self, tensor: Tensor, binding: Binding) -> _Borrow | None:
+        if id(tensor) in self._borrowed or tensor._data is None:
+            return None
+        lifted = self._lifted.pop(id(tensor), None)
+        value = lifted[1] if lifted is not None else self._add_input(tensor._tensor_type(), binding)
+        if lifted is not None:
+            binding = self._bindings[value.index]
+        borrow = _Borrow(tensor, tensor._data, value, binding)
+        self._borrowed[id(tensor)] = borrow
+        tensor._type = tensor._tensor_type()
+        tensor._data = None
+        tensor._capture = _Ref(self, self.graph, value)
+        return borrow
+
+    def _restore_borrowed(self) -> None:
+        for b in self._borrowed.values():
+            b.tensor._data = b.data
+            b.tensor._capture = None
+            b.tensor._type = None
+        self._borrowed.clear()
+
+    def _convert(self, tensor: Tensor, value: Value) -> None:
+        """Lazy mode: a concrete tensor updated in place becomes a capture tensor until the
+        next flush makes it concrete again (with the new value)."""
+        self._converted.append((tensor, tensor._data))
+        tensor._type = tensor._tensor_type()
+        tensor._data = None
+        tensor._capture = _Ref(self, self.graph, value)
+        self._live.append(weakref.ref(tensor))
+
+    # -- segments ----------------------------------------------------------------------------
+    def _new_graph(self) -> None:
+        self.graph = Graph(name=self._graph_name())
+        self._bindings: list[Binding] = []
+        self._lifted: dict[int, tuple[Tensor, Value]] = {}
+        self._borrowed: dict[int, _Borrow] = {}
+        self._converted: list[tuple[Tensor, np.ndarray]] = []
+        self._live: list[weakref.ref] = []
+
+    def _graph_name(self) -> str:
+        if self.mode == TRACE and not self.segments:
+            return self.config.name
+        return f"{self.config.name}_segment{self._segment_index}"
+
+    def _flush(self) -> None:
+        """Compile and run the pending graph; every live capture tensor becomes concrete."""
+        graph = self.graph
+        first = dict(zip(graph.inputs, (b.first for b in self._bindings)))
+        pending: list[tuple[Tensor, Value]] = []
+        for b in self._borrowed.values():
+            ref = b.tensor._capture
+            if ref.value is not b.input:
+                pending.append((b.tensor, ref.value))
+        for wr in self._live:
+            t = wr()
+            if t is not None and isinstance(t._capture, _Ref) and t._capture.session is self \
+                    and t._capture.graph is graph:
+                pending.append((t, t._capture.value))
+        outputs: list[Value] = []
+        index: dict[Value, int] = {}
+        for _, v in pending:
+            if v.node is not None and v not in index:
+                index[v] = len(outputs)
+                outputs.append(v)
+        results: list[np.ndarray] = []
+        if outputs:
+            graph.set_outputs(outputs)
+            prune_inputs(graph)
+            order_inputs_by_use(graph)
+            if _log_graphs.isEnabledFor(logging.INFO):
+                _log_graphs.info("segment of %s:\n%s", self.config.name, format_graph(graph))
+            results = self._run_graph(graph, [first[v] for v in graph.inputs], segment=True)
+        # Borrowed tensors get their (possibly updated) values back; the session goes lazy.
+        self._restore_borrowed()
+        for t, v in pending:
+            t._data = first[v] if v.node is None else results[index[v]]
+            t._capture = None
+            t._type = None
+        self._converted.clear()
+        self._segment_index += 1
+        self.mode = LAZY
+        self._new_graph()
+
+    def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        self.segments.append(SegmentInfo(graph))
+        run = self.config.run_graph
+        if run is None:
+            from .graphs import interpret
+
+            return interpret(graph, arrays)
+        return run(graph, arrays, segment)
+
+    # -- running a function -----------------------------------------------------------------
+    @contextmanager
+    def active(self) -> Iterator[Capture]:
+        """Install this session as the dispatch handler and the current capture (and let
+        markers watch for calls of callables disallowed in graphs)."""
+        from ..markers import _capture_entered, _capture_exited
+
+        _stack().append(self)
+        try:
+            with _dispatch.capture_handler(self):
+                _capture_entered(self)
+                try:
+                    yield self
+                finally:
+                    _capture_exited(self)
+        finally:
+            _stack().pop()
+
+    def abandon(self) -> None:
+        """Undo borrowing and conversions after an exception."""
+        self._restore_borrowed()
+        for t, data in self._converted:
+            t._data = data
+            t._capture = None
+            t._type = None
+        self._converted.clear()
+        for wr in self._live:
+            t = wr()
+            if t is not None and isinstance(t._capture, _Ref) and t._capture.session is self:
+                t._capture = _Dead(self.config.name)
+
+    def run_trace(self, fn: Callable[..., Any], args: tuple, kwargs: dict, leaves: Sequence[Any],
+                  paths: Sequence[str], modules: Sequence[tuple[str, Any]]) -> TraceResult | None:
+        """Trace one call. Returns the whole graph, or None when the function broke (then
+        ``self.result`` holds its eager-equal result, computed in segments)."""
+        try:
+            for i, leaf in enumerate(leaves):
+                if isinstance(leaf, Tensor):
+                    self.borrow_argument(leaf, i, paths[i])
+            for prefix, module in modules:
+                for name, p in module.named_parameters():
+                    self.borrow_attached(p, f"parameter {prefix}{name}")
+                for name, b in module.named_buffers():
+                    self.borrow_attached(b, f"buffer {prefix}{name}")
+            with self.active():
+                box = [fn(*args, **kwargs)]
+                if self.mode == LAZY:
+                    self._flush()
+                    self.result = box.pop()
+                    return None
+                return self._finish_trace(box)
+        except BaseException:
+            self.abandon()
+            raise
+
+    def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """Run the function's Python with ops recorded lazily and run in segments."""
+        try:
+            with self.active():
+                result = fn(*args, **kwargs)
+                self._flush()
+            return result
+        except BaseException:
+            self.abandon()
+            raise
+
+    def _finish_trace(self, box: list[Any]) -> TraceResult:
+        # The result is handed over in a list so that, once flattened, no frame keeps it:
+        # capture tensors still alive afterwards were stored somewhere by the function.
+        graph = self.graph
+        out_leaves, out_tree = pytree.flatten(box.pop())
+        items: list[tuple] = []
+        for leaf in out_leaves:
+            if isinstance(leaf, Tensor):
+                value = self.value_of(leaf)
+                borrow = self._borrowed.get(id(leaf))
+                lifted = self._lifted.get(id(leaf))
+                binding = borrow.binding if borrow is not None else (
+                    self._bindings[lifted[1].index] if lifted is not None else None)
+                items.append(("tensor", value, binding))
+            else:
+                items.append(("const", leaf))
+        del out_leaves, leaf
+        mutated = [(b.binding, b.tensor._capture.value) for b in self._borrowed.values()
+                   if b.tensor._capture.value is not b.input]
+        self._restore_borrowed()
+        self._lifted.clear()
+        leaked: list[tuple[weakref.ref, Value]] = []
+        for wr in self._live:
+            t = wr()
+            if t is not None and isinstance(t._capture, _Ref) and t._capture.session is self:
+                leaked.append((wr, t._capture.value))
+                t._capture = _Dead(self.config.name)
+            del t
+        self._live = []
+        # Tensors made during the capture and not kept are fixed arrays from now on.
+        for i, b in enumerate(self._bindings):
+            if isinstance(b, AttachedInput) and b.resolve() is None:
+                self._bindings[i] = ArrayInput(b.first)
+
+        def alive(binding: Binding | None) -> bool:
+            return isinstance(binding, ArgInput) or (
+                isinstance(binding, AttachedInput) and binding.tensor is not None)
+
+        outputs: list[Value] = []
+        index: dict[Value, int] = {}
+
+        def output(v: Value) -> int:
+            if v not in index:
+                index[v] = len(outputs)
+                outputs.append(v)
+            return index[v]
+
+        spec: list[tuple] = []
+        for item in items:
+            if item[0] == "const":
+                spec.append(("const", item[1]))
+            elif alive(item[2]):
+                spec.append(("object", item[2]))
+            else:
+                spec.append(("new", output(item[1])))
+        writebacks: list[tuple[Any, int]] = []
+        for binding, v in mutated:
+            if alive(binding):
+                writebacks.append((binding, output(v)))
+        for wr, v in leaked:
+            writebacks.append((wr, output(v)))
+        graph.set_outputs(outputs)
+        bindings = _fold_constants(graph, self._bindings)
+        if _log_graphs.isEnabledFor(logging.INFO):
+            _log_graphs.info("captured graph of %s:\n%s", self.config.name, format_graph(graph))
+        return TraceResult(graph, bindings, out_tree, spec, writebacks, list(self.guards))
+
+    def _break_error(self, info: BreakInfo) -> GraphCaptureError:
+        where = f" at {info.loc}" if info.loc is not None else ""
+        if self._regions:
+            scope = f" inside {self._regions[-1].name}"
+            hint = "a nested compile region must capture as one graph"
+        elif self._atomic:
+            scope = f" inside {self._atomic[-1]}"
+            hint = f"{self._atomic[-1]} must capture as one graph"
+        elif self.exporting:
+            scope, hint = "", "export captures the whole program as one graph"
+        elif self.config.strict_native:
+            scope, hint = "", "strict_native=True runs nothing outside the compiled graph"
+        else:
+            scope, hint = "", "fullgraph=True forbids graph breaks; compile with fullgraph=False to run in segments"
+        text = f"graph break{scope} in {self.config.name}{where}: {info.reason}"
+        if info.source:
+            text += f"\n    {info.source}"
+        err = GraphCaptureError(f"{text}\n({hint})")
+        err.reason = info.reason
+        err.loc = info.loc
+        err.source = info.source
+        return err
+
+
+#: fixed arrays up to this many elements become tp.constant nodes (foldable, no input)
+CONSTANT_LIMIT = 64
+
+
+def _fold_constants(graph: Graph, bindings: list[Binding]) -> list[Binding]:
+    """Small fixed arrays become constants; inputs nothing reads are dropped (random draws
+    stay, so the generator advances as in eager mode). Returns the remaining bindings."""
+    replace: dict[Value, Value] = {}
+    constants: list[Node] = []
+    for v, b in zip(graph.inputs, bindings):
+        if isinstance(b, ArrayInput) and b.first.size <= CONSTANT_LIMIT:
+            node = Node("tp.constant", (), {"value": np.array(b.first)}, (), None)
+            node.results = (Value(v.type, node, 0),)
+            constants.append(node)
+            replace[v] = node.results[0]
+    if replace:
+        for node in graph.nodes:
+            if any(x in replace for x in node.inputs if x is not None):
+                node.inputs = tuple(replace.get(x, x) if x is not None else None for x in node.inputs)
+        graph.outputs = [replace.get(v, v) for v in graph.outputs]
+        graph.nodes[:0] = constants
+    old = list(graph.inputs)
+    used = {x for node in graph.nodes for x in node.inputs if x is not None} | set(graph.outputs)
+    keep = [i for i, v in enumerate(old) if v in used or isinstance(bindings[i], RandomInput)]
+    graph.inputs = [old[i] for i in keep]
+    for i, v in enumerate(graph.inputs):
+        v.index = i
+    return [bindings[i] for i in keep]
+
+
+class _Dead:
+    """Marks capture tensors of a session that failed: using them says so."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+def _describe(t: Tensor) -> str:
+    from ...nn.parameter import Parameter
+
+    return "parameter" if isinstance(t, Parameter) else "tensor"
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)

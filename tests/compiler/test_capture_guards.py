@@ -1,0 +1,267 @@
+"""Guards and recompiles: what makes a cached graph reusable, what recompiles (and how it
+is logged), the recompile budget and its sharing between wrappers."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay.compiler import GraphCaptureError
+from tensorplay.compiler.capture import current_capture
+from tensorplay.compiler.capture.graphs import interpret
+
+
+class Counting:
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, graph, example_inputs):
+        self.graphs.append(graph)
+        return lambda *arrays: interpret(graph, arrays)
+
+    @property
+    def count(self):
+        return len(self.graphs)
+
+
+@pytest.fixture
+def backend():
+    tp.compiler.reset()
+    return Counting()
+
+
+def _compiled(backend, **kw):
+    calls = []
+
+    def f(x, k=1, mode="add"):
+        calls.append(1)
+        return x + k if mode == "add" else x * k
+
+    return tp.compile(f, backend=backend, **kw), calls
+
+
+@pytest.mark.parametrize("change, recompiles", [
+    (lambda x: ((x,), {}), False),
+    (lambda x: ((x.clone(),), {}), False),                       # another tensor, same type
+    (lambda x: ((tp.ones(4, 3),), {}), True),                    # shape
+    (lambda x: ((x.double(),), {}), True),                       # dtype
+    (lambda x: ((x.clone().requires_grad_(),), {}), True),       # requires_grad
+    (lambda x: ((x,), {"k": 2}), True),                          # Python scalar by value
+    (lambda x: ((x,), {"k": 1.0}), True),                        # ... and by type
+    (lambda x: ((x,), {"mode": "mul"}), True),                   # strings by value
+])
+def test_what_recompiles(change, recompiles, backend):
+    cf, calls = _compiled(backend)
+    x = tp.ones(2, 3)
+    cf(x)
+    args, kwargs = change(x)
+    out = cf(*args, **kwargs)
+    assert backend.count == (2 if recompiles else 1)
+    assert len(calls) == (2 if recompiles else 1)
+    np.testing.assert_allclose(out.numpy(), cf.original(*args, **kwargs).numpy())
+
+
+def test_global_modes_are_guarded(backend):
+    cf, calls = _compiled(backend)
+    x = tp.ones(2)
+    cf(x)
+    with tp.no_grad():
+        cf(x)
+        cf(x)
+    default = tp.get_default_dtype()
+    tp.set_default_dtype(tp.float64)
+    try:
+        cf(x)
+    finally:
+        tp.set_default_dtype(default)
+    cf(x)
+    assert backend.count == 3
+
+
+def test_aliasing_between_tensor_arguments_is_guarded(backend):
+    @tp.compile(backend=backend)
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    x = tp.zeros(2)
+    np.testing.assert_array_equal(f(x, x).numpy(), [2.0, 2.0])
+    y, z = tp.zeros(2), tp.zeros(2)
+    np.testing.assert_array_equal(f(y, z).numpy(), [1.0, 1.0])
+    assert backend.count == 2
+
+
+def test_module_state_changes_recompile_but_weight_values_do_not(backend):
+    model = tp.nn.Sequential(tp.nn.Linear(3, 3), tp.nn.Dropout(0.0), tp.nn.LayerNorm(3))
+    cm = tp.compile(model, backend=backend)
+    x = tp.randn(2, 3)
+
+    def check():
+        np.testing.assert_allclose(cm(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+
+    check()
+    with tp.no_grad():
+        model[0].weight.copy_(tp.randn(3, 3))        # values: same graph
+    check()
+    assert backend.count == 1
+    model.eval()                                     # training flag
+    check()
+    assert backend.count == 2
+    model[2].eps = 1e-2                              # a plain attribute
+    check()
+    assert backend.count == 3
+    model[0].weight = tp.nn.Parameter(tp.randn(3, 3))  # a new parameter object
+    check()
+    assert backend.count == 4
+    handle = model.register_forward_hook(lambda m, a, out: out * 2)  # hooks
+    check()
+    assert backend.count == 5
+    handle.remove()
+    check()                                          # back to a cached state
+    assert backend.count == 5
+    model.double()                                   # parameter dtype
+    check_x = x.double()
+    np.testing.assert_allclose(cm(check_x).numpy(), model(check_x).numpy(), rtol=1e-9)
+    assert backend.count == 6
+
+
+def test_global_module_rebinding_is_guarded(backend):
+    global _GLOBAL_MODEL
+    _GLOBAL_MODEL = tp.nn.Linear(2, 2)
+
+    @tp.compile(backend=backend)
+    def f(x):
+        return _GLOBAL_MODEL(x)
+
+    x = tp.ones(1, 2)
+    np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    _GLOBAL_MODEL = tp.nn.Linear(2, 2)
+    np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    _GLOBAL_MODEL.eval()
+    f(x)
+    assert backend.count == 3
+
+
+_GLOBAL_MODEL = None
+
+
+def test_guard_failures_and_recompiles_are_logged_with_what_changed(backend, caplog):
+    cf, _ = _compiled(backend, name="logged")
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler"):
+        cf(tp.ones(2, 3), k=1)
+        cf(tp.ones(4, 3), k=2)
+        cf(tp.ones(4, 3).long(), k=2)
+        cf(tp.ones(4, 3).long(), k=2, mode="mul")
+    messages = [r.getMessage() for r in caplog.records if r.name == "tensorplay.compiler.recompiles"]
+    assert messages == [
+        "recompiling logged (capture 2 of at most 8): x: shape (2, 3) -> (4, 3); k: 1 -> 2",
+        "recompiling logged (capture 3 of at most 8): x: dtype float32 -> int64",
+        "recompiling logged (capture 4 of at most 8): mode: now passed ('mul')",
+    ]
+    graphs = [r.getMessage() for r in caplog.records if r.name == "tensorplay.compiler.graphs"]
+    assert len(graphs) == 4 and graphs[0].startswith("captured graph of logged:\ngraph @logged(")
+
+
+def test_failing_value_guard_is_logged_on_the_guards_channel(backend, caplog):
+    state = {"flag": True}
+
+    @tp.compile(backend=backend)
+    def f(x):
+        flag = state["flag"]
+        current_capture().add_guard("state['flag'] unchanged", lambda: state["flag"] == flag)
+        return x + 1 if flag else x - 1
+
+    x = tp.ones(1)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler"):
+        assert f(x).tolist() == [2.0]
+        state["flag"] = False
+        assert f(x).tolist() == [0.0]
+    assert any(r.name == "tensorplay.compiler.guards" and r.getMessage().endswith(
+        "state['flag'] unchanged") for r in caplog.records)
+    assert any(r.name == "tensorplay.compiler.recompiles" and "guard failed: state['flag'] unchanged"
+               in r.getMessage() for r in caplog.records)
+    assert backend.count == 2
+
+
+def test_recompile_limit_warns_once_keeps_entries_and_runs_eagerly(backend):
+    cf, calls = _compiled(backend, recompile_limit=2)
+    x = tp.ones(2)
+    cf(x, k=1)
+    cf(x, k=2)
+    with pytest.warns(UserWarning, match=r"recompile_limit \(2\) reached; the last miss: k: 2 -> 3"):
+        assert cf(x, k=3).tolist() == [4.0, 4.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cf(x, k=4).tolist() == [5.0, 5.0]          # eager, no second warning
+        assert cf(x, k=1).tolist() == [2.0, 2.0]          # still served by its entry
+    assert backend.count == 2
+    assert len(calls) == 4  # k=1 and k=2 captured, k=3 and k=4 eager, k=1 cached
+    assert cf.cache_info()["limit_reached"]
+
+
+def test_recompile_limit_raises_under_fullgraph(backend):
+    cf, _ = _compiled(backend, recompile_limit=1, fullgraph=True)
+    cf(tp.ones(2))
+    with pytest.raises(GraphCaptureError, match=r"recompile_limit \(1\) reached; the last miss: "
+                                                r"x: shape \(2,\) -> \(3,\)"):
+        cf(tp.ones(3))
+
+
+def test_wrappers_of_one_function_share_cache_and_budget(backend):
+    def f(x, k):
+        return x * k
+
+    a = tp.compile(f, backend=backend, recompile_limit=2)
+    b = tp.compile(f, backend=backend, recompile_limit=2)
+    x = tp.ones(2)
+    a(x, 1)
+    b(x, 1)                      # served by a's entry
+    assert backend.count == 1
+    b(x, 2)
+    with pytest.warns(UserWarning, match="recompile_limit"):
+        a(x, 3)                  # the shared budget is spent
+    assert a.cache_info()["entries"] == b.cache_info()["entries"] == 2
+
+
+def test_isolate_recompiles_gives_a_wrapper_its_own_cache_and_budget(backend):
+    def f(x, k):
+        return x * k
+
+    shared = tp.compile(f, backend=backend, recompile_limit=1)
+    own = tp.compile(f, backend=backend, recompile_limit=1, isolate_recompiles=True)
+    x = tp.ones(2)
+    shared(x, 1)
+    own(x, 1)                    # its own entry, compiled again
+    assert backend.count == 2
+    own(x, 1)
+    assert backend.count == 2
+    with pytest.warns(UserWarning):
+        shared(x, 2)
+    with pytest.warns(UserWarning):
+        own(x, 2)
+    assert shared.cache_info()["entries"] == own.cache_info()["entries"] == 1
+
+
+def test_wrappers_with_other_backends_do_not_reuse_entries(backend):
+    other = Counting()
+
+    def f(x):
+        return x - 1
+
+    tp.compile(f, backend=backend)(tp.ones(1))
+    tp.compile(f, backend=other)(tp.ones(1))
+    assert (backend.count, other.count) == (1, 1)
+
+
+def test_reset_forgets_entries_and_budget(backend):
+    cf, calls = _compiled(backend, recompile_limit=1)
+    x = tp.ones(2)
+    cf(x)
+    tp.compiler.reset()
+    cf(x)
+    assert backend.count == 2 and len(calls) == 2
+    assert cf.cache_info()["entries"] == 1
