@@ -173,6 +173,10 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
     in_types = [tensor_type(v.type) for v in graph.inputs]
     out_types = [tensor_type(v.type) for v in graph.outputs]
     fn = func.FuncOp(graph.name, (in_types, out_types), visibility="private" if private else None)
+    if private:
+        # a callee is a nested compile region: IREE would otherwise inline it at every call site
+        # and compile the body once per site (noinline keeps one function, one set of dispatches)
+        fn.attributes["noinline"] = ir.UnitAttr.get()
     block = fn.add_entry_block()
     values: dict[int, ir.Value] = {id(v): block.arguments[i] for i, v in enumerate(graph.inputs)}
     with ir.InsertionPoint(block):

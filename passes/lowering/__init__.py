@@ -91,6 +91,10 @@ class ConvertTpToLinalg(Pass):
         for op in list(block.operations):
             op = op.operation
             if not op.name.startswith("tp."):
+                # results of other ops (func.call of a nested region) feed tp ops too
+                for r in op.results:
+                    if isinstance(r.type, ir.RankedTensorType):
+                        types[r] = M.tensor_type_of(r.type)
                 continue
             opdef, slots, attrs = M.verify_op(op, types)
             entry = LOWERINGS.get(op.name)
