@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
-from . import nn
+from . import compiler, nn
 from ._device import device
 from ._grad_mode import (
     enable_grad,
@@ -248,3 +248,6 @@ def is_floating_point(input: Tensor) -> builtins.bool:
 
 def numel(input: Tensor) -> builtins.int:
     return input.numel()
+
+
+compile = compiler.compile  # noqa: A001  (tp.compile, as torch.compile)

@@ -32,3 +32,20 @@ def test_generator_check_mode_reports_stale_file(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0
     assert stale.read_text() == gen_dialect_docs.render()
+
+
+def test_readme_python_example_runs_and_compiled_matches_eager():
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    # the eager and the compiled print show the same probabilities (printed to 4 decimals)
+    eager, compiled = ([float(v) for v in re.findall(r"-?\d+\.\d+", part)]
+                       for part in proc.stdout.split("tensor(")[1:3])
+    assert len(eager) == len(compiled) == 6, proc.stdout
+    assert max(abs(a - b) for a, b in zip(eager, compiled)) <= 1e-4, proc.stdout

@@ -1,9 +1,12 @@
 """The tensorplay demo: a nanoGPT-style transformer and a small CNN, written once against the
-PyTorch API, run by tensorplay and checked against PyTorch when it is installed.
+PyTorch API, run eagerly and compiled with the default backend (``iree-cpu``), checked
+against eager (and against PyTorch when it is installed).
 
-    python -m tensorplay.tools.demo [--repeats N]
+    python -m tensorplay.tools.demo [--repeats N] [--backend NAME]
 
-For each model it prints the output check and a timing table (median of N forward passes).
+For each model it prints the checks, the compile time and whether the compiled programs came
+from the on-disk cache (run the demo twice to see the second run hit it), and a timing table
+(median of N forward passes).
 """
 
 from __future__ import annotations
@@ -48,12 +51,23 @@ def _check(name: str, ours: np.ndarray, theirs: np.ndarray | None) -> str:
     return f"{name}: output {list(ours.shape)}, max |tensorplay - PyTorch| = {err:.2e} ({'OK' if ok else 'MISMATCH'})"
 
 
-def run(repeats: int = 20, out=sys.stdout) -> bool:
+def _compile_report(stats: dict[str, int], seconds: float) -> str:
+    if stats["compiles"] == 0 and stats["hits"]:
+        return f"{seconds:.2f} s, all {stats['hits']} program(s) from the disk cache"
+    return (f"{seconds:.2f} s, IREE compiled {stats['compiles']} program(s)"
+            + (f", {stats['hits']} from the disk cache" if stats["hits"] else "")
+            + " (run again: the next process loads them from the disk cache)")
+
+
+def run(repeats: int = 20, backend: str | None = None, out=sys.stdout) -> bool:
     """Run the demo; returns True when every check passes."""
+    from tensorplay.compiler.backends.cache import cache_dir, cache_stats, reset_cache_stats
+
     torch = None
     if importlib.util.find_spec("torch") is not None:
         import torch  # type: ignore[no-redef]
 
+    backend = backend or tp.compiler.get_default_backend()
     tp.manual_seed(0)
     cfg = GPTConfig(block_size=64, vocab_size=256, n_layer=4, n_head=4, n_embd=128)
     gpt = build_gpt(tp, cfg).eval()
@@ -66,11 +80,22 @@ def run(repeats: int = 20, out=sys.stdout) -> bool:
              ("CNN (32 images of 1x12x12)", cnn, lambda m, lib, x: m(x), images, build_cnn)]
     all_ok = True
     rows = []
-    print(f"tensorplay {tp.__version__}: eager mode (numpy on the host)", file=out)
+    print(f"tensorplay {tp.__version__}: eager (numpy on the host) and compiled with backend "
+          f"{backend!r} (artifact cache: {cache_dir()})", file=out)
     for name, model, call, x, build in cases:
         with tp.no_grad():
             ours = call(model, tp, x).numpy()
             eager_ms = _median_ms(lambda: call(model, tp, x), repeats)
+            compiled_model = tp.compile(model, backend=backend)
+            reset_cache_stats()
+            t0 = time.perf_counter()
+            got = call(compiled_model, tp, x).numpy()
+            compile_s = time.perf_counter() - t0
+            stats = cache_stats()
+            compiled_ms = _median_ms(lambda: call(compiled_model, tp, x), repeats)
+        err = float(np.max(np.abs(got - ours)))
+        same = bool(np.allclose(got, ours, rtol=1e-4, atol=1e-5))
+        all_ok &= same
         theirs = torch_ms = None
         if torch is not None:
             ref = build(torch)
@@ -82,12 +107,15 @@ def run(repeats: int = 20, out=sys.stdout) -> bool:
         line = _check(name, ours, theirs)
         all_ok &= "MISMATCH" not in line and bool(np.isfinite(ours).all())
         print(line, file=out)
-        rows.append((name, eager_ms, torch_ms))
+        print(f"  compiled: max |compiled - eager| = {err:.2e} ({'OK' if same else 'MISMATCH'}); "
+              f"first call {_compile_report(stats, compile_s)}", file=out)
+        rows.append((name, eager_ms, compiled_ms, torch_ms))
     print(file=out)
-    print(f"{'model':45s} {'tensorplay eager':>17s} {'PyTorch eager':>14s}", file=out)
-    for name, ms, tms in rows:
+    print(f"{'model':45s} {'tensorplay eager':>17s} {'compiled':>11s} {'speed-up':>9s} {'PyTorch eager':>14s}",
+          file=out)
+    for name, ms, cms, tms in rows:
         tcol = f"{tms:11.2f} ms" if tms is not None else f"{'(not installed)':>14s}"
-        print(f"{name:45s} {ms:14.2f} ms {tcol}", file=out)
+        print(f"{name:45s} {ms:14.2f} ms {cms:8.2f} ms {ms / cms:8.1f}x {tcol}", file=out)
     print(f"\nmedian of {repeats} runs per model", file=out)
     return all_ok
 
@@ -95,8 +123,9 @@ def run(repeats: int = 20, out=sys.stdout) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="timed forward passes per model")
+    parser.add_argument("--backend", default=None, help="compiler backend (default: the default backend)")
     args = parser.parse_args(argv)
-    return 0 if run(args.repeats) else 1
+    return 0 if run(args.repeats, args.backend) else 1
 
 
 if __name__ == "__main__":

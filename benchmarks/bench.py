@@ -1,0 +1,190 @@
+"""Eager vs compiled timings of tensorplay, next to PyTorch eager and torch.compile.
+
+    python benchmarks/bench.py [--backend iree-cpu] [--repeats 50] [--cases chain,mlp,block,gpt]
+
+Every case is written once against the PyTorch API and built for both libraries with the same
+weights; each compiled result is checked against eager before it is timed. Steady-state times
+are medians over ``--repeats`` calls after a warm-up; compile time is the first call's wall time
+(capture + lowering + IREE compile, or a disk-cache hit on later runs). One table per run, all
+ratios from that run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tensorplay as tp
+from tensorplay.examples import GPTConfig, build_gpt
+
+
+@dataclass
+class Case:
+    name: str
+    build: Callable[[Any], Any]  # library -> (callable, inputs)
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+
+def _chain(lib: Any):
+    def f(x, y):
+        h = lib.nn.functional.gelu(x * 1.5 + y)
+        return (h.sin() * x.tanh() - h.exp().clamp(max=4.0)) / (1.0 + y * y)
+
+    x = lib.from_numpy(np.random.default_rng(0).standard_normal((512, 1024), dtype=np.float32))
+    y = lib.from_numpy(np.random.default_rng(1).standard_normal((1, 1024), dtype=np.float32))
+    return f, (x, y)
+
+
+def _mlp(lib: Any):
+    nn = lib.nn
+    lib.manual_seed(0)
+
+    class MLPBlock(nn.Module):
+        def __init__(self, d: int = 512, hidden: int = 2048):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.up = nn.Linear(d, hidden)
+            self.down = nn.Linear(hidden, d)
+
+        def forward(self, x):
+            return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
+
+    model = MLPBlock().eval()
+    x = lib.from_numpy(np.random.default_rng(2).standard_normal((64, 512), dtype=np.float32))
+    return model, (x,)
+
+
+_GPT = GPTConfig(block_size=128, vocab_size=512, n_layer=4, n_head=4, n_embd=128)
+
+
+def _block(lib: Any):
+    cfg = GPTConfig(block_size=128, vocab_size=512, n_layer=1, n_head=8, n_embd=256)
+    model = build_gpt(lib, cfg).eval().transformer.h[0]
+    x = lib.from_numpy(np.random.default_rng(3).standard_normal((8, 128, 256), dtype=np.float32))
+    return model, (x,)
+
+
+def _gpt(lib: Any):
+    model = build_gpt(lib, _GPT).eval()
+    idx = lib.from_numpy(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 128)))
+    return (lambda i: model(i)[0]), (idx,), model
+
+
+CASES = {
+    "chain": Case("elementwise chain (512x1024)", _chain),
+    "mlp": Case("MLP block (64x512, hidden 2048)", _mlp),
+    "block": Case("transformer block (8x128x256, 8 heads)", _block, rtol=1e-3, atol=1e-4),
+    "gpt": Case("nanoGPT (4 layers, 4x128 tokens)", _gpt, rtol=1e-3, atol=1e-4),
+}
+
+
+def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _first_call_s(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _built(lib: Any, case: Case):
+    built = case.build(lib)
+    fn, args = built[0], built[1]
+    model = built[2] if len(built) > 2 else fn
+    return fn, args, model
+
+
+def _to_numpy(out: Any) -> np.ndarray:
+    return np.asarray(out.detach().numpy() if hasattr(out, "detach") else out.numpy())
+
+
+def _share_weights(torch: Any, tp_model: Any, torch_model: Any) -> None:
+    if hasattr(tp_model, "state_dict"):
+        state = {k: torch.from_numpy(np.array(v.numpy())) for k, v in tp_model.state_dict().items()}
+        torch_model.load_state_dict(state)
+
+
+def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout) -> bool:
+    torch = None
+    if use_torch and importlib.util.find_spec("torch") is not None:
+        import torch  # type: ignore[no-redef]
+
+        torch.set_num_threads(max(1, torch.get_num_threads()))
+    rows, ok = [], True
+    for key in cases:
+        case = CASES[key]
+        fn, args, model = _built(tp, case)
+        with tp.no_grad():
+            eager = _to_numpy(fn(*args))
+            eager_ms = _median_ms(lambda: fn(*args), repeats)
+            compiled = tp.compile(fn, backend=backend)
+            compile_s, got = _first_call_s(lambda: compiled(*args))
+            good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
+            ok &= good
+            compiled_ms = _median_ms(lambda: compiled(*args), repeats)
+        t_eager_ms = t_compiled_ms = t_compile_s = None
+        if torch is not None:
+            tfn, targs, tmodel = _built(torch, case)
+            _share_weights(torch, model, tmodel)
+            targs = tuple(torch.from_numpy(np.array(a.numpy())) for a in args)
+            with torch.no_grad():
+                t_eager_ms = _median_ms(lambda: tfn(*targs), repeats)
+                tcompiled = torch.compile(tfn)
+                t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
+                t_compiled_ms = _median_ms(lambda: tcompiled(*targs), repeats)
+        rows.append((case.name, good, eager_ms, compile_s, compiled_ms, t_eager_ms, t_compile_s, t_compiled_ms))
+
+    def ms(v: float | None) -> str:
+        return f"{v:9.3f}" if v is not None else f"{'-':>9s}"
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:7.2f}x" if a is not None and b is not None else f"{'-':>8s}"
+
+    print(f"tensorplay {tp.__version__}, backend {backend}; median of {repeats} calls, times in ms "
+          f"(compile in s){'' if torch is not None else '; no PyTorch columns (not installed or --no-torch)'}", file=out)
+    head = (f"{'case':40s} {'check':5s} {'tp eager':>9s} {'tp compile':>10s} {'tp comp.':>9s} "
+            f"{'torch':>9s} {'t.compile':>9s} {'t.comp.':>9s} {'eager/comp':>10s} {'comp/torch':>10s} "
+            f"{'comp/t.comp':>11s}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for name, good, e, cs, c, te, tcs, tc in rows:
+        print(f"{name:40s} {'OK' if good else 'FAIL':5s} {ms(e)} {cs:9.2f}s {ms(c)} {ms(te)} "
+              f"{(f'{tcs:8.2f}s' if tcs is not None else '-'):>9s} {ms(tc)} {ratio(e, c):>10s} "
+              f"{ratio(c, te):>10s} {ratio(c, tc):>11s}", file=out)
+    print("eager/comp: tensorplay speed-up from compiling; comp/torch and comp/t.comp: tensorplay "
+          "compiled time over PyTorch eager and torch.compile (below 1 is faster)", file=out)
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="iree-cpu")
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
+    args = parser.parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    return 0 if run(cases, args.backend, args.repeats, not args.no_torch) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
