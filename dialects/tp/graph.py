@@ -14,7 +14,7 @@ from typing import Any
 from .registry import Op, lookup
 from .types import TensorType
 
-__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph"]
+__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +125,22 @@ class Graph:
 
     def set_outputs(self, values: Sequence[Value]) -> None:
         self.outputs = list(values)
+
+
+def interpret(graph: Graph, arrays: Sequence[Any]) -> list[Any]:
+    """Evaluate ``graph`` on numpy ``arrays`` (one per input) with each op's reference
+    implementation, as eager mode would; call nodes evaluate their callee."""
+    import numpy as np
+
+    if len(arrays) != len(graph.inputs):
+        raise TypeError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(arrays)}")
+    env: dict[int, Any] = {id(v): np.asarray(a) for v, a in zip(graph.inputs, arrays)}
+    for node in graph.nodes:
+        operands = [None if v is None else env[id(v)] for v in node.inputs]
+        if node.callee is not None:
+            results = interpret(node.callee, operands)
+        else:
+            results = node.opdef.evaluate(operands, node.attrs, [r.type for r in node.results])
+        for value, array in zip(node.results, results):
+            env[id(value)] = array
+    return [env[id(v)] for v in graph.outputs]

@@ -9,27 +9,8 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
 from tensorplay.compiler.capture import Capture, current_capture, exporting, is_exporting, suspended
-from tensorplay.compiler.capture.graphs import interpret
+from tests.compiler.conftest import CountingBackend
 from tensorplay.dialects.tp.graph import CALL
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-        return lambda *arrays: interpret(graph, arrays)
-
-    @property
-    def count(self):
-        return len(self.graphs)
-
-
-@pytest.fixture
-def backend():
-    tp.compiler.reset()
-    return Counting()
 
 
 def test_current_capture_is_the_session_while_capturing(backend):
@@ -213,7 +194,7 @@ def test_call_region_keys_by_signature_and_reapplies_in_place_updates(backend):
 
 
 def test_call_region_with_its_own_compiler_runs_in_pieces(backend):
-    region_backend = Counting()
+    region_backend = CountingBackend()
     blocks = _stack(3)
 
     @tp.compile(backend=backend)

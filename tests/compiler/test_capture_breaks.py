@@ -11,26 +11,6 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
-from tensorplay.compiler.capture.graphs import interpret
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-        return lambda *arrays: interpret(graph, arrays)
-
-    @property
-    def count(self):
-        return len(self.graphs)
-
-
-@pytest.fixture
-def backend():
-    tp.compiler.reset()
-    return Counting()
 
 
 def _line_of(fn, text):

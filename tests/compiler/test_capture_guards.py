@@ -12,26 +12,7 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
 from tensorplay.compiler.capture import current_capture
-from tensorplay.compiler.capture.graphs import interpret
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-        return lambda *arrays: interpret(graph, arrays)
-
-    @property
-    def count(self):
-        return len(self.graphs)
-
-
-@pytest.fixture
-def backend():
-    tp.compiler.reset()
-    return Counting()
+from tests.compiler.conftest import CountingBackend
 
 
 def _compiled(backend, **kw):
@@ -247,7 +228,7 @@ def test_isolate_recompiles_gives_a_wrapper_its_own_cache_and_budget(backend):
 
 
 def test_wrappers_with_other_backends_do_not_reuse_entries(backend):
-    other = Counting()
+    other = CountingBackend()
 
     def f(x):
         return x - 1

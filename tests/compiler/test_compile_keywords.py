@@ -15,31 +15,7 @@ from tensorplay.compiler import GraphCaptureError, InvalidBackend
 from tensorplay.compiler.api import CompiledFunction, CompiledModule
 from tensorplay.compiler.backends import BackendCapabilities
 from tensorplay.compiler.capture import current_capture
-from tensorplay.compiler.capture.graphs import interpret
-
-
-class Counting:
-    def __init__(self, capabilities=None):
-        self.graphs = []
-        self.options = []
-        if capabilities is not None:
-            self.capabilities = capabilities
-
-    def __call__(self, graph, example_inputs, options=None):
-        self.graphs.append(graph)
-        self.options.append(options)
-        assert [tuple(t.shape) for t in example_inputs] == [v.type.shape for v in graph.inputs]
-        return lambda *arrays: interpret(graph, arrays)
-
-    @property
-    def count(self):
-        return len(self.graphs)
-
-
-@pytest.fixture
-def backend():
-    tp.compiler.reset()
-    return Counting()
+from tests.compiler.conftest import CountingBackend
 
 
 def _double(x):
@@ -261,7 +237,7 @@ def test_strict_native_needs_a_native_backend():
 
 def test_strict_native_refuses_every_eager_fallback(monkeypatch):
     tp.compiler.reset()
-    native = Counting(BackendCapabilities(name="native", target="llvm-cpu"))
+    native = CountingBackend(BackendCapabilities(name="native", target="llvm-cpu"))
 
     def breaks(x):
         return x * x.sum().item()

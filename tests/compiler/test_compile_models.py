@@ -1,4 +1,5 @@
-"""Compiled models equal eager ones on the ``eager`` and ``iree-cpu`` backends: an MLP, the
+"""Compiled models equal eager ones on the ``eager``, ``iree-cpu``, ``iree-vmvx`` and
+``iree-vulkan`` (Mesa's software device where installed) backends: an MLP, the
 nanoGPT-style model and the CNN of tensorplay.examples, plus a segmented function and a
 nested region on IREE. Each model is compiled once per backend (module-scoped fixtures)."""
 
@@ -12,7 +13,14 @@ from tensorplay.compiler.capture import current_capture
 from tensorplay.dialects.tp.graph import CALL
 from tensorplay.examples.models import GPTConfig, build_cnn, build_gpt
 
-BACKENDS = ["eager", "iree-cpu"]
+def _available(name):
+    caps = tp.compiler.get_backend_capabilities(name)
+    if caps.available:
+        return name
+    return pytest.param(name, marks=pytest.mark.skip(reason=f"{name} unavailable here: {caps.reason}"))
+
+
+BACKENDS = ["eager", "iree-cpu", "iree-vmvx", _available("iree-vulkan")]
 TOL = {np.dtype(np.float32): dict(rtol=2e-5, atol=2e-5), np.dtype(np.float64): dict(rtol=1e-10, atol=1e-10)}
 
 

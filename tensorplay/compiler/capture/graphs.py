@@ -1,5 +1,5 @@
-"""Helpers over captured graphs: structural hashing, a readable listing, a reference
-interpreter and input pruning.
+"""Helpers over captured graphs: structural hashing, a readable listing and input pruning
+(the reference interpreter is dialects/tp/graph.py's ``interpret``).
 
 The structural key covers ops, attributes, types and wiring (and callees), never value
 names or source locations, so the same computation captured at two places shares one
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ...dialects.tp.dtypes import DType
-from ...dialects.tp.graph import CALL, Graph, Value
+from ...dialects.tp.graph import CALL, Graph, Value, interpret
 
 __all__ = ["structural_key", "format_graph", "interpret", "prune_inputs", "order_inputs_by_use", "op_counts",
            "used_values"]
@@ -147,15 +146,3 @@ def _short(value: Any) -> str:
     return repr(value)
 
 
-def interpret(graph: Graph, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run ``graph`` with the ops' reference implementations (the eager semantics)."""
-    env: dict[Value, np.ndarray] = dict(zip(graph.inputs, arrays))
-    for node in graph.nodes:
-        ins = [None if v is None else env[v] for v in node.inputs]
-        if node.callee is not None:
-            outs = interpret(node.callee, ins)
-        else:
-            outs = node.opdef.evaluate(ins, node.attrs, [r.type for r in node.results])
-        for r, out in zip(node.results, outs):
-            env[r] = out
-    return [env[v] for v in graph.outputs]

@@ -1,0 +1,41 @@
+"""Shared fixtures of the compiler tests: a backend callable (the documented calling
+convention) that interprets graphs and records every compile."""
+
+from __future__ import annotations
+
+import pytest
+
+import tensorplay as tp
+from tensorplay.dialects.tp.graph import interpret
+
+
+class CountingBackend:
+    """Interprets each graph with the reference implementations and records the graphs and
+    options it was asked to compile; example inputs must match the graph's input shapes."""
+
+    def __init__(self, capabilities=None):
+        self.graphs = []
+        self.options = []
+        if capabilities is not None:
+            self.capabilities = capabilities
+
+    def __call__(self, graph, example_inputs, options=None):
+        assert [tuple(t.shape) for t in example_inputs] == [v.type.shape for v in graph.inputs]
+        self.graphs.append(graph)
+        self.options.append(options)
+        return lambda *arrays: interpret(graph, arrays)
+
+    @property
+    def count(self):
+        return len(self.graphs)
+
+    @property
+    def ops(self):
+        return [[n.op for n in g.nodes] for g in self.graphs]
+
+
+@pytest.fixture
+def backend():
+    tp.compiler.reset()
+    yield CountingBackend()
+    tp.compiler.reset()
