@@ -4,7 +4,8 @@
 
 Each row builds a nanoGPT-style model with N blocks, compiles it (a fresh artifact cache, so
 every compile is real) and reports the first call's wall time (capture + lowering + IREE
-compile + one run), the median of 20 later calls, the ops of the top-level graph, the ops lowered in all (callees counted
+compile + one run) split into phases, the size of the compiled vmfb, the median of 20 later
+calls, the ops of the top-level graph, the ops lowered in all (callees counted
 once) and the max difference to eager. With the region the Block's body is one callee called
 N times, so the lowered and compiled code does not grow with N.
 """
@@ -60,9 +61,11 @@ def measure(n_layer: int, region: bool, backend: str) -> dict:
         compiled(idx)
         runs.append(time.perf_counter() - t0)
     graph = compiled.compiled_function.graphs[0]
+    cache = os.environ["TENSORPLAY_CACHE_DIR"]
+    vmfb = sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache) if ".vmfb" in f)
     lowered = sum(len(g.nodes) for g in [graph, *graph.callees()])
     return {"layers": n_layer, "region": region, "first_call_s": first, "lower_s": phases["lower"],
-            "iree_s": phases["iree"], "call_ms": 1e3 * sorted(runs)[len(runs) // 2], "top_ops": len(graph.nodes),
+            "iree_s": phases["iree"], "call_ms": 1e3 * sorted(runs)[len(runs) // 2], "vmfb_kib": vmfb / 1024, "top_ops": len(graph.nodes),
             "calls": sum(n.op == CALL for n in graph.nodes), "lowered_ops": lowered,
             "max_err": float(np.abs(out - expected).max())}
 
@@ -75,8 +78,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="runs per row; the fastest is shown (compile times on a busy machine vary)")
     args = parser.parse_args(argv)
     print("| layers | region | first call (s) | tp→linalg (s) | IREE compile (s) | rest: capture, "
-          "emit, load, run (s) | later call (ms) | top-level ops | region calls | ops lowered | max err |")
-    print("| ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "emit, load, run (s) | vmfb (KiB) | later call (ms) | top-level ops | region calls | ops lowered | max err |")
+    print("| ---: | :---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in [int(v) for v in args.layers.split(",")]:
         for region in (False, True):
             # one process per run, each with an empty artifact cache: nothing is shared
@@ -94,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             row = min(rows, key=lambda r: r["first_call_s"])
             rest = row["first_call_s"] - row["lower_s"] - row["iree_s"]
             print(f"| {row['layers']} | {'yes' if row['region'] else 'no'} | {row['first_call_s']:.2f} | "
-                  f"{row['lower_s']:.2f} | {row['iree_s']:.2f} | {rest:.2f} | {row['call_ms']:.2f} | {row['top_ops']} | {row['calls']} | {row['lowered_ops']} | {row['max_err']:.1e} |")
+                  f"{row['lower_s']:.2f} | {row['iree_s']:.2f} | {rest:.2f} | {row['vmfb_kib']:.0f} | {row['call_ms']:.2f} | {row['top_ops']} | {row['calls']} | {row['lowered_ops']} | {row['max_err']:.1e} |")
 
 
 if __name__ == "__main__":

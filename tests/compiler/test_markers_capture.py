@@ -11,29 +11,9 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tests.compiler.conftest import CountingBackend
 import tensorplay.compiler as tpc
 from tensorplay.compiler import markers
-from tensorplay.compiler.capture.graphs import interpret
-
-
-class CountingBackend:
-    """A backend callable (contract 1) that records every graph it is asked to compile."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs, options=None):
-        self.graphs.append(graph)
-        return lambda *arrays: interpret(graph, arrays)
-
-    @property
-    def ops(self):
-        return [[n.op for n in g.nodes] for g in self.graphs]
-
-
-@pytest.fixture
-def backend():
-    return CountingBackend()
 
 
 @pytest.fixture(autouse=True)

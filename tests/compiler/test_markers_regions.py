@@ -10,23 +10,9 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tests.compiler.conftest import CountingBackend
 import tensorplay.compiler as tpc
-from tensorplay.compiler.capture.graphs import interpret
 from tensorplay.dialects.tp.graph import CALL
-
-
-class CountingBackend:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs, options=None):
-        self.graphs.append(graph)
-        return lambda *arrays: interpret(graph, arrays)
-
-
-@pytest.fixture
-def backend():
-    return CountingBackend()
 
 
 @pytest.fixture(autouse=True)
@@ -227,5 +213,11 @@ def test_gpt_blocks_as_regions_match_eager_on_iree_cpu():
         graph = compiled.compiled_function.graphs[0]
         sites = calls_in(graph)
         assert len(sites) == 3 and len({id(n.callee) for n in sites}) == 1
+        # one private function, kept as a function by IREE (not inlined per call site)
+        from tensorplay.dialects.tp import mlir as M
+
+        text = M.print_module(M.emit([graph]))
+        assert text.count("func.func private") == 1 and text.count("noinline") == 1
+        assert text.count(f"call @{sites[0].callee.name}(") == 3
     finally:
         block_cls.forward = original
