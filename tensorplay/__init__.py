@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
-from . import compiler, nn
+from . import nn
 from ._device import device
 from ._grad_mode import (
     enable_grad,
@@ -250,4 +250,16 @@ def numel(input: Tensor) -> builtins.int:
     return input.numel()
 
 
-compile = compiler.compile  # noqa: A001  (tp.compile, as torch.compile)
+_LAZY = ("compiler", "export", "runtime")
+
+
+def __getattr__(name: str):
+    # tp.compiler, tp.export and tp.runtime load on first use: eager code does not pay for the
+    # compiler, and a deployment that imports tensorplay.runtime never loads the capture machinery
+    import importlib
+
+    if name in _LAZY:
+        return importlib.import_module(f".{name}", __name__)
+    if name == "compile":  # tp.compile, as torch.compile
+        return importlib.import_module(".compiler", __name__).compile
+    raise AttributeError(f"module 'tensorplay' has no attribute {name!r}")

@@ -26,3 +26,16 @@ def test_runtime_dependencies_are_declared():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {d.split(">")[0].split("=")[0].split("<")[0].strip() for d in deps}
     assert {"numpy", "sympy", "iree-base-compiler", "iree-base-runtime", "ml_dtypes"} <= names
+
+
+def test_runtime_import_loads_neither_the_compiler_nor_capture():
+    import subprocess
+    import sys
+
+    code = ("import sys, tensorplay.runtime\n"
+            "bad = sorted(m for m in sys.modules if m.startswith(('tensorplay.compiler', 'tensorplay.export',"
+            " 'tensorplay.passes', 'iree.compiler')))\n"
+            "print(bad)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
-from .program import DRIVER_ALIASES, DRIVERS, Function, Program, driver_devices, get_device, load, release_all
+from .loader import EntryPoint, ExportedModule, load, load_parameters, save_parameters
+from .program import DRIVER_ALIASES, DRIVERS, Function, Program, driver_devices, get_device, release_all
+from .signature import EntrySignature, TensorSpec
 
 __all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "get_device", "driver_devices",
-           "release_all"]
+           "release_all", "ExportedModule", "EntryPoint", "EntrySignature", "TensorSpec", "save_parameters",
+           "load_parameters"]

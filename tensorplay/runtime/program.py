@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "get_device",
+__all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module", "get_device",
            "driver_devices", "release_all"]
 
 #: the IREE runtime drivers a Program can load on
@@ -96,26 +96,43 @@ class Function:
         return f"<Function {self.name} of {self.program!r}>"
 
 
+def load_vm_module(vmfb: bytes | bytearray | memoryview, name: str | None = None) -> Any:
+    """An IREE VM module from flatbuffer bytes (copied: it must not depend on the caller
+    keeping ``vmfb`` alive); bytes that are no vmfb are a ValueError."""
+    rt = _rt()
+    try:
+        return rt.VmModule.copy_buffer(_vm_instance(), bytes(vmfb))
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"not a loadable IREE VM flatbuffer ({len(vmfb)} bytes"
+                         f"{', ' + name if name else ''}): {' '.join(str(exc).split())}") from None
+
+
 class Program:
     """A vmfb loaded on one device. ``program.call(name, *arrays)`` or
     ``program.function(name)(*arrays)`` run a function and return numpy arrays."""
 
     def __init__(self, vmfb: bytes | bytearray | memoryview, driver: str = "local-sync", *,
-                 name: str | None = None):
+                 name: str | None = None, modules: Sequence[Any] = ()):
         rt = _rt()
-        self.driver = normalize_driver(driver)
-        self.name = name
-        self._device = get_device(self.driver)
         instance = _vm_instance()
-        # copy_buffer: the module must not depend on the caller keeping ``vmfb`` alive
+        self._init_program(rt, instance, load_vm_module(vmfb, name), normalize_driver(driver), name,
+                           list(modules))
+
+    def _init_program(self, rt: Any, instance: Any, vm_module: Any, driver: str, name: str | None,
+                      extra_modules: list) -> None:
+        """Set up the VM context: the HAL module, then ``extra_modules`` (e.g. a parameter
+        provider), then the program, which imports from the modules before it."""
+        self.driver = driver
+        self.name = name
+        self._device = get_device(driver)
+        self._module = vm_module
+        self._module_name = vm_module.name
         try:
-            self._module = rt.VmModule.copy_buffer(instance, bytes(vmfb))
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(f"not a loadable IREE VM flatbuffer ({len(vmfb)} bytes"
-                             f"{', ' + name if name else ''}): {' '.join(str(exc).split())}") from None
-        self._module_name = self._module.name
-        self._context = rt.VmContext(instance, modules=[rt.create_hal_module(instance, self._device),
-                                                        self._module])
+            self._context = rt.VmContext(instance, modules=[rt.create_hal_module(instance, self._device),
+                                                            *extra_modules, vm_module])
+        except RuntimeError as exc:
+            raise RuntimeError(f"{name or vm_module.name}: initializing the program on {driver} failed: "
+                               f"{' '.join(str(exc).split())}") from None
         self._allocator = self._device.allocator
         self._closed = False
         self._BufferView = rt.HalBufferView

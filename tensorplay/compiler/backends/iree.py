@@ -40,7 +40,7 @@ from .base import (
 )
 from .modes import compile_flags, validate_options
 
-__all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "get_iree_backend", "capabilities",
+__all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "get_iree_backend", "capabilities",
            "graph_work", "lower_to_linalg", "tp_mlir", "choose_cpu_driver", "cuda_target_for",
            "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
 
@@ -340,6 +340,22 @@ def _compile_in_process(text: str, flags: Sequence[str]) -> tuple[bytes | None, 
     return vmfb, diagnostics
 
 
+def compile_mlir(text: str, flags: Sequence[str], *, backend: str, name: str, what: str = "graph") -> bytes:
+    """The vmfb of linalg-level MLIR ``text`` compiled in process with ``flags``; a failure is a
+    BackendCompileError with IREE's diagnostics, the input kept in a file and the command."""
+    try:
+        vmfb, diagnostics = _compile_in_process(text, flags)
+    except ValueError as exc:  # Session.set_flags: an unknown flag or a bad value
+        raise BackendCompileError(
+            f"{backend}: iree-compile rejected the flags of {what} {name!r}: "
+            f"{' '.join(str(exc).split())}\n  flags: {' '.join(flags)}\n"
+            f"  what to do: fix options['extra_flags'] (iree-compile --help lists the flags)",
+            backend=backend, graph=name) from None
+    if vmfb is None:
+        raise _diagnose(text, flags, backend, name, diagnostics)
+    return vmfb
+
+
 def _diagnose(text: str, flags: Sequence[str], backend: str, graph_name: str,
               diagnostics: str = "") -> BackendCompileError:
     """The error for a failed IREE compile: IREE's diagnostics (from the in-process run, or
@@ -519,18 +535,8 @@ class IreeBackend:
                               target=cache.host_target() if self.spec.target == "llvm-cpu" else self.spec.target)
 
         def build() -> bytes:
-            text = lower_to_linalg(module, graph.name, self.name)
-            try:
-                vmfb, diagnostics = _compile_in_process(text, flags)
-            except ValueError as exc:  # Session.set_flags: an unknown flag or a bad value
-                raise BackendCompileError(
-                    f"{self.name}: iree-compile rejected the flags of graph {graph.name!r}: "
-                    f"{' '.join(str(exc).split())}\n  flags: {' '.join(flags)}\n"
-                    f"  what to do: fix options['extra_flags'] (iree-compile --help lists the flags)",
-                    backend=self.name, graph=graph.name) from None
-            if vmfb is None:
-                raise _diagnose(text, flags, self.name, graph.name, diagnostics)
-            return vmfb
+            return compile_mlir(lower_to_linalg(module, graph.name, self.name), flags,
+                                backend=self.name, name=graph.name)
 
         return cache.get_or_compile(key, build, what=f"graph {graph.name!r} for {self.name}")
 

@@ -1,0 +1,251 @@
+"""Building the IREE input module of an export and compiling it.
+
+The entry graphs are emitted together as tp MLIR and lowered to linalg by the same
+pipeline ``compile`` uses; each lowered graph becomes a private ``<entry>_impl`` function.
+Weights become ``util.global`` ops, once for the whole module: initialized from dense
+constants (embedded) or from ``#stream.parameter.named<"scope"::"key">`` (read from a
+parameter archive when the module initializes). Each entry point is a public function
+that loads the globals it needs and calls its implementation; its reflection map carries
+the signature the runtime checks calls against.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, TensorSpec
+from ._capture import TracedEntry, Weight
+
+__all__ = ["Assembled", "assemble", "compile_module", "export_defaults", "unique_weights", "EXPORT_BACKENDS"]
+
+#: ``lowered_mlir`` shows weights up to this many elements; larger ones print as MLIR's elided form
+ELIDE_ABOVE = 16
+
+#: backends export compiles for (the built-in IREE ones)
+EXPORT_BACKENDS = ("iree-cpu", "iree-vulkan", "iree-cuda", "iree-rocm", "iree-vmvx")
+
+
+def export_defaults(backend: str) -> dict[str, Any]:
+    """Target options export uses unless given: code that runs on any machine of the kind,
+    rather than on this machine's exact CPU or GPU (compile()'s choice)."""
+    if backend == "iree-cpu":
+        # x86-64-v2 (SSE4.2, POPCNT) runs on every x86-64 CPU of the last 15 years; the plain
+        # x86-64 baseline lacks SSE4.1's rounding, so trunc/floor/round would need libm calls
+        # IREE's llvm-cpu cannot link. Other architectures get LLVM's generic CPU.
+        machine = platform.machine().lower()
+        return {"target_cpu": "x86-64-v2" if machine in ("x86_64", "amd64") else "generic"}
+    if backend == "iree-cuda":
+        return {"cuda_target": "sm_80"}  # PTX the driver JIT-compiles for newer GPUs
+    if backend == "iree-rocm":
+        return {"rocm_target": "gfx942"}
+    return {}  # vulkan: IREE's portable SPIR-V baseline; vmvx: portable bytecode
+
+
+def target_description(backend: str, options: Mapping[str, Any]) -> str:
+    from ..compiler.backends.iree import TARGETS
+
+    target = TARGETS[backend].target
+    detail = {"llvm-cpu": options.get("target_cpu"), "cuda": options.get("cuda_target"),
+              "rocm": options.get("rocm_target"), "vulkan-spirv": options.get("vulkan_target")}.get(target)
+    return f"{target} {detail}" if detail else target
+
+
+@dataclass
+class Assembled:
+    """The module for one backend: what IREE compiles, its flags, and what the vmfb records."""
+
+    backend: str
+    flags: list[str]
+    text: str          # the compile input (with source locations)
+    readable: str      # the same module without locations, weights of over 16 elements elided
+    signatures: dict[str, EntrySignature]
+    info: ModuleInfo
+    archive: dict[str, np.ndarray]  # parameter archive content (external weights), by key
+
+
+def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: Mapping[str, Any], *,
+             external: bool, scope: str, archive_name: str | None) -> Assembled:
+    from ..compiler.backends.iree import get_iree_backend
+    from ..dialects import ir as I
+
+    be = get_iree_backend(backend)
+    prepared = [be.prepare(e.graph) for e in entries]  # dtype checks; Vulkan's 32-bit boundary
+    with I.context():
+        text, readable, types = _lower(name, entries, prepared, backend)
+
+        def string(s: str) -> str:
+            """``s`` as an MLIR string literal (quoted, escaped)."""
+            return str(I.ir.StringAttr.get(s))
+
+        global_types, wire = _global_types(entries, prepared, types)
+        archive: dict[str, np.ndarray] = {}
+        parameter_specs: list[TensorSpec] = []
+        lines: list[str] = []
+        shown: list[str] = []
+        for w in unique_weights(entries):
+            t, symbol = global_types[id(w)], string(w.symbol)
+            if external and not w.constant:
+                archive[w.key] = wire[id(w)]
+                parameter_specs.append(TensorSpec(w.key, tuple(w.array.shape), _dtype_name(w.array.dtype),
+                                                  _dtype_name(wire[id(w)].dtype)))
+                init = f"#stream.parameter.named<{string(scope)}::{string(w.key)}>"
+            else:
+                init = _dense(wire[id(w)])
+            lines.append(f"  util.global private @{symbol} = {init} : {t}")
+            if init.startswith("dense") and w.array.size > ELIDE_ABOVE:
+                init = "dense_resource<__elided__>"
+            shown.append(f"  util.global private @{symbol} = {init} : {t}")
+        target = target_description(backend, options)
+        entry_names = tuple(e.name for e in entries)
+        if archive:
+            info = ModuleInfo(name, backend, target, entry_names, scope, archive_name, tuple(parameter_specs))
+        else:
+            info = ModuleInfo(name, backend, target, entry_names)
+        signatures: dict[str, EntrySignature] = {}
+        for e, p in zip(entries, prepared):
+            signature = signatures[e.name] = _signature(e, p)
+            reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
+                          f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
+            function = _entry_function(e, types[e.impl_name], global_types, reflection, string)
+            lines += function
+            shown += function
+    return Assembled(backend, be.flags(options), _insert(text, "\n".join(lines)),
+                     _insert(readable, "\n".join(shown)), signatures, info, archive)
+
+
+def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
+    """The weights of all entry points, each once, in order of first use."""
+    seen: set[int] = set()
+    out: list[Weight] = []
+    for e in entries:
+        for w in e.weights:
+            if id(w) not in seen:
+                seen.add(id(w))
+                out.append(w)
+    return out
+
+
+def _lower(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Any],
+           backend: str) -> tuple[str, str, dict[str, tuple[list[str], list[str]]]]:
+    """Emit and lower the entry graphs; the implementations become private. Returns the
+    module text with and without locations, and each function's (argument, result) types."""
+    from ..compiler.backends.iree import lower_to_linalg
+    from ..dialects import ir as I
+    from ..dialects.tp import mlir as M
+
+    ir = I.ir
+    module = M.emit([p.graph for p in prepared])
+    lower_to_linalg(module, name, backend)
+    impls = {e.impl_name for e in entries}
+    types: dict[str, tuple[list[str], list[str]]] = {}
+    for op in module.body.operations:
+        fn = op.operation
+        if fn.name != "func.func":
+            continue
+        sym = ir.StringAttr(fn.attributes["sym_name"]).value
+        ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+        types[sym] = ([str(t) for t in ftype.inputs], [str(t) for t in ftype.results])
+        if sym in impls:
+            fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    return M.print_module(module, debuginfo=True), M.print_module(module), types
+
+
+def _global_types(entries: Sequence[TracedEntry], prepared: Sequence[Any],
+                  types: dict[str, tuple[list[str], list[str]]]) -> tuple[dict[int, str], dict[int, np.ndarray]]:
+    """Each weight's MLIR type (as the lowered functions take it) and its array in that form
+    (converted where the target widens small types)."""
+    global_types: dict[int, str] = {}
+    wire: dict[int, np.ndarray] = {}
+    for e, p in zip(entries, prepared):
+        arg_types = types[e.impl_name][0]
+        for j, w in enumerate(e.weights):
+            t = arg_types[e.n_args + j]
+            if global_types.setdefault(id(w), t) != t:
+                raise TypeError(f"export: weight {w.key!r} is used as {global_types[id(w)]} and as {t}")
+            cast = p.input_casts[e.n_args + j] if p.input_casts else None
+            wire[id(w)] = w.array if cast is None else w.array.astype(cast)
+    return global_types, wire
+
+
+def _dtype_name(d: np.dtype) -> str:
+    return "bool" if d == np.bool_ else d.name
+
+
+def _signature(e: TracedEntry, p: Any) -> EntrySignature:
+    inputs = []
+    for i, spec in enumerate(e.inputs):
+        cast = p.input_casts[i] if p.input_casts else None
+        abi = None if cast is None else _dtype_name(np.dtype(cast))
+        inputs.append(TensorSpec(spec.name, spec.shape, spec.dtype, abi))
+    outputs = []
+    for k, (orig, wide) in enumerate(zip(e.graph.outputs, p.graph.outputs)):
+        dtype, abi = orig.type.dtype.name, wide.type.dtype.name
+        outputs.append(TensorSpec(f"output{k}", tuple(int(d) for d in orig.type.shape), dtype,
+                                  abi if abi != dtype else None))
+    return EntrySignature(e.name, tuple(inputs), tuple(outputs), e.tree, e.method, e.overload)
+
+
+def _dense(array: np.ndarray) -> str:
+    """A dense elements literal: raw little-endian bytes as hex (exact and compact), with
+    bool and empty tensors written as nested lists."""
+    if array.dtype == np.bool_ or array.size == 0:
+        return f"dense<{json.dumps(array.tolist())}>"
+    data = np.ascontiguousarray(array)
+    if data.dtype.byteorder == ">":
+        data = data.astype(data.dtype.newbyteorder("<"))
+    return f'dense<"0x{data.tobytes().hex().upper()}">'
+
+
+def _entry_function(e: TracedEntry, impl_types: tuple[list[str], list[str]], global_types: dict[int, str],
+                    reflection: str, string: Any) -> list[str]:
+    arg_types, result_types = impl_types
+    params = ", ".join(f"%arg{i}: {arg_types[i]}" for i in range(e.n_args))
+    results = ", ".join(result_types)
+    body = []
+    operands = [f"%arg{i}" for i in range(e.n_args)]
+    for j, w in enumerate(e.weights):
+        body.append(f"    %w{j} = util.global.load @{string(w.symbol)} : {global_types[id(w)]}")
+        operands.append(f"%w{j}")
+    call = f"func.call @{e.impl_name}({', '.join(operands)}) : ({', '.join(arg_types)}) -> ({results})"
+    n = len(result_types)
+    if n == 0:
+        body += [f"    {call}", "    func.return"]
+    elif n == 1:
+        body += [f"    %r = {call}", f"    func.return %r : {results}"]
+    else:
+        body += [f"    %r:{n} = {call}",
+                 f"    func.return {', '.join(f'%r#{k}' for k in range(n))} : {results}"]
+    return [f"  func.func @{string(e.name)}({params}) -> ({results}) attributes {{iree.reflection = {reflection}}} {{",
+            *body, "  }"]
+
+
+def _insert(module_text: str, added: str) -> str:
+    """``added`` placed at the end of the printed module's body (before its closing brace,
+    the only ``}`` in column 0; location aliases may follow it)."""
+    lines = module_text.split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("}"):
+            return "\n".join(lines[:i] + [added] + lines[i:])
+    raise AssertionError("printed module without a closing brace")
+
+
+def compile_module(assembled: Assembled, name: str) -> bytes:
+    """The vmfb of an assembled module (through the artifact cache)."""
+    from ..compiler.backends import cache
+    from ..compiler.backends.iree import TARGETS, compile_mlir
+
+    text, flags, backend = assembled.text, assembled.flags, assembled.backend
+    target = TARGETS[backend].target
+    key = cache.cache_key(mlir=text, backend=f"export:{backend}", flags=flags,
+                          target=cache.host_target() if target == "llvm-cpu" else target)
+
+    def build() -> bytes:
+        return compile_mlir(text, flags, backend=backend, name=name, what="export")
+
+    return cache.get_or_compile(key, build, what=f"export {name!r} for {backend}")

@@ -1,0 +1,322 @@
+"""Load exported programs (``tp.export(...).save(path)``) and call their entry points.
+
+Needs only ``iree.runtime`` and numpy. :func:`load` returns an :class:`ExportedModule`: a
+:class:`~tensorplay.runtime.program.Program` whose entry points (``forward`` and the
+methods marked ``@tp.compiler.export``) are attributes taking numpy arrays or tensors and
+returning numpy arrays in the structure the Python method returned. Arguments are checked
+against the signature stored in the vmfb before anything runs. Weights exported to an IREE
+parameter archive (``.irpa``) are loaded from the archive named in the vmfb, next to it,
+or from ``parameters=``.
+
+>>> from tensorplay import runtime
+>>> gpt = runtime.load("gpt.vmfb")                  # doctest: +SKIP
+>>> logits, loss = gpt.forward(tokens)              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import program as _program
+from .program import Program, normalize_driver
+from .signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, numpy_dtype
+
+__all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters", "BACKEND_DRIVERS"]
+
+#: the runtime drivers that can run each export backend's code; the first is the default
+BACKEND_DRIVERS = {"iree-cpu": ("local-task", "local-sync"), "iree-vmvx": ("local-sync", "local-task"),
+                   "iree-vulkan": ("vulkan",), "iree-cuda": ("cuda",), "iree-rocm": ("hip",)}
+
+_PARAMETER_FORMAT = "TENSORv0"
+
+
+def _rt() -> Any:
+    import iree.runtime as rt  # deferred: importing tensorplay must not load the runtime
+
+    return rt
+
+
+# -- parameter archives --------------------------------------------------------------------------
+
+def save_parameters(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
+    """Write ``{key: array}`` as an IREE parameter archive (``.irpa``) readable by
+    :func:`load_parameters`, ``iree-dump-parameters`` and ``iree-run-module --parameters``."""
+    index = _rt().ParameterIndex()
+    for key, value in arrays.items():
+        _add_array(index, key, value)
+    index.create_archive_file(os.fspath(path))
+
+
+def _add_array(index: Any, key: str, value: Any) -> None:
+    array = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
+    array = np.ascontiguousarray(np.asarray(array))
+    name = "bool" if array.dtype == np.bool_ else array.dtype.name
+    meta = {"type": "Tensor", "dtype": name, "shape": list(array.shape),
+            "dtype_desc": {"class_name": type(array.dtype).__name__, "is_complex": False,
+                           "is_floating_point": array.dtype.kind == "f" or name == "bfloat16",
+                           "is_signed": array.dtype.kind in "fi" or name == "bfloat16",
+                           "itemsize": array.dtype.itemsize}}
+    raw = array.reshape(-1).view(np.uint8) if array.ndim else array.reshape(1).view(np.uint8).copy()
+    index.add_buffer(key, raw, metadata=f"{_PARAMETER_FORMAT}:{json.dumps(meta)}")
+
+
+def load_parameters(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of a parameter archive, by key (copies; the file is not kept open)."""
+    index = _rt().ParameterIndex()
+    index.load(os.fspath(path))
+    return {key: _entry_array(key, entry, path).copy() for key, entry in index.items()}
+
+
+def _entry_array(key: str, entry: Any, where: Any) -> np.ndarray:
+    if entry.is_splat:
+        raw = np.frombuffer(bytes(entry.splat_pattern), np.uint8)
+        raw = np.tile(raw, entry.length // max(1, raw.size))
+    else:
+        raw = np.asarray(entry.file_view).view(np.uint8)
+    meta = bytes(entry.metadata).decode(errors="replace")
+    fmt, _, body = meta.partition(":")
+    if fmt not in (_PARAMETER_FORMAT, "PYTORCH") or not body:
+        return raw  # an archive written by other tools without tensor metadata: raw bytes
+    d = json.loads(body)
+    dtype = numpy_dtype(d["dtype"])
+    return raw.view(dtype).reshape([int(s) for s in d["shape"]])
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+class EntryPoint:
+    """One exported function, called with tensors or arrays (positionally or by argument
+    name); returns numpy arrays nested like the Python method's result."""
+
+    __slots__ = ("module", "name", "signature", "_vm_function", "_dtypes")
+
+    def __init__(self, module: ExportedModule, signature: EntrySignature):
+        self.module = module
+        self.name = signature.name
+        self.signature = signature
+        self._vm_function = module._lookup(signature.name)
+        self._dtypes = signature.result_dtypes()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        arrays = self.signature.check_inputs(self._positional(args, kwargs))
+        results = self.module._invoke(self._vm_function, arrays, self._dtypes, len(self._dtypes))
+        return self.signature.restore(results)
+
+    def _positional(self, args: tuple, kwargs: dict) -> tuple:
+        if not kwargs:
+            return args
+        names = [s.name for s in self.signature.inputs]
+        values = list(args) + [None] * (len(names) - len(args))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise TypeError(f"{self.signature} got an unexpected keyword argument {key!r}")
+            i = names.index(key)
+            if i < len(args):
+                raise TypeError(f"{self.signature} got multiple values for argument {key!r}")
+            values[i] = value
+        missing = [n for n, v in zip(names, values) if v is None]
+        if missing:
+            raise TypeError(f"{self.signature} is missing argument(s) {', '.join(map(repr, missing))}")
+        return tuple(values)
+
+    def __repr__(self) -> str:
+        return f"<EntryPoint {self.signature}>"
+
+
+class _Overloads:
+    """The entry points of one overloaded method: a call runs the first whose signature
+    accepts the arguments."""
+
+    def __init__(self, method: str, entries: list[EntryPoint]):
+        self.method = method
+        self.entries = entries
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for entry in self.entries:
+            try:
+                entry.signature.check_inputs(entry._positional(args, kwargs))
+            except (TypeError, ValueError):
+                continue
+            return entry(*args, **kwargs)
+        listed = "\n  ".join(str(e.signature) for e in self.entries)
+        raise TypeError(f"no overload of {self.method} accepts these arguments; the overloads are:\n  {listed}")
+
+    def __repr__(self) -> str:
+        return f"<overloaded entry point {self.method}: {', '.join(e.name for e in self.entries)}>"
+
+
+class ExportedModule(Program):
+    """An exported vmfb loaded on a device. ``module.forward(x)``, ``module(x)`` (forward),
+    ``module.encode(x)`` or ``module["encode$0"](x)`` call entry points; ``signatures``
+    lists them. Files without tensorplay signatures load too and are called like a Program."""
+
+    def __init__(self, data: bytes, device: str | None = None, *, name: str | None = None,
+                 parameters: Any = None, source_path: str | None = None):
+        rt = _rt()
+        requested = normalize_driver(device) if device is not None else None
+        instance = _program._vm_instance()
+        vm_module = _program.load_vm_module(data, name)
+        self.signatures: dict[str, EntrySignature] = {}
+        self.info: ModuleInfo | None = None
+        for fn_name in vm_module.function_names:
+            reflection = vm_module.lookup_function(fn_name).reflection
+            if SIGNATURE_KEY in reflection:
+                self.signatures[fn_name] = EntrySignature.from_json(reflection[SIGNATURE_KEY])
+            if self.info is None and MODULE_KEY in reflection:
+                self.info = ModuleInfo.from_json(reflection[MODULE_KEY])
+        label = name or (self.info.name if self.info else None) or vm_module.name
+        driver = self._choose_driver(requested, label)
+        self._parameter_index = None
+        extra = []
+        if self.info is not None and self.info.parameter_scope is not None:
+            self._parameter_index = self._open_parameters(parameters, source_path, label)
+            provider = self._parameter_index.create_provider(scope=self.info.parameter_scope)
+            extra.append(rt.create_io_parameters_module(instance, provider))
+        elif parameters is not None:
+            raise ValueError(f"{label}: parameters=... was given, but this program embeds its weights "
+                             f"(export it with external_weights=True to load them from an archive)")
+        self._init_program(rt, instance, vm_module, driver, label, extra)
+        self._entries: dict[str, EntryPoint] = {}
+
+    # -- construction ---------------------------------------------------------------------------
+    def _choose_driver(self, requested: str | None, label: str) -> str:
+        backend = self.info.backend if self.info is not None else None
+        allowed = BACKEND_DRIVERS.get(backend or "")
+        if requested is None:
+            return allowed[0] if allowed else "local-task"
+        if allowed and requested not in allowed:
+            raise ValueError(f"{label} was exported for {backend} ({self.info.target} code), which the "
+                             f"{requested!r} driver cannot run; load it with device="
+                             f"{' or '.join(map(repr, allowed))}, or export again with the backend of "
+                             f"that device")
+        return requested
+
+    def _open_parameters(self, parameters: Any, source_path: str | None, label: str) -> Any:
+        rt = _rt()
+        info = self.info
+        index = rt.ParameterIndex()
+        if isinstance(parameters, Mapping):
+            for key, value in parameters.items():
+                _add_array(index, key, value)
+            where = "the parameters mapping"
+        else:
+            if parameters is None:
+                parameters = _find_archive(source_path, info.parameter_archive)
+                if parameters is None:
+                    near = f" next to {source_path}" if source_path else ""
+                    raise FileNotFoundError(
+                        f"{label} keeps its weights in a parameter archive (saved as "
+                        f"{info.parameter_archive!r}), and none was found{near}; pass "
+                        f"parameters='path/to/archive.irpa'")
+            index.load(os.fspath(parameters))
+            where = os.fspath(parameters)
+        entries = dict(index.items())
+        for spec in info.parameters:
+            entry = entries.get(spec.name)
+            if entry is None:
+                raise ValueError(f"{label}: the parameter archive {where} has no entry {spec.name!r} "
+                                 f"(expected {spec}); it has {len(entries)} entries")
+            size = int(np.prod(spec.shape, dtype=np.int64)) * numpy_dtype(spec.wire_dtype).itemsize
+            if entry.length != size:
+                raise ValueError(f"{label}: parameter {spec.name!r} in {where} has {entry.length} bytes, "
+                                 f"but the program expects {spec} ({size} bytes)")
+        return index
+
+    # -- entry points ---------------------------------------------------------------------------
+    @property
+    def entry_points(self) -> list[str]:
+        """The exported entry functions (``forward``, ``encode``, ``encode$0`` ...)."""
+        return list(self.signatures)
+
+    def entry(self, name: str) -> EntryPoint:
+        """Entry point ``name`` (checked calls, results in the method's structure)."""
+        hit = self._entries.get(name)
+        if hit is None:
+            signature = self.signatures.get(name)
+            if signature is None:
+                raise KeyError(f"{self.name} has no entry point {name!r}; entry points: "
+                               f"{', '.join(self.signatures) or 'none (not a tensorplay export)'}")
+            hit = self._entries[name] = EntryPoint(self, signature)
+        return hit
+
+    def __getitem__(self, name: str) -> EntryPoint:
+        return self.entry(name)
+
+    def __getattr__(self, name: str) -> Any:
+        # only entry point names get here; a Program attribute failing (closed) stays an AttributeError
+        if name.startswith("_") or "signatures" not in self.__dict__ or hasattr(type(self), name):
+            raise AttributeError(name)
+        if name in self.signatures:
+            return self.entry(name)
+        overloads = [e for e, s in self.signatures.items() if s.method == name and s.overload is not None]
+        if overloads:
+            return _Overloads(name, [self.entry(e) for e in overloads])
+        raise AttributeError(f"{self.name} has no entry point {name!r}; entry points: "
+                             f"{', '.join(self.signatures) or 'none'}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call ``forward`` (or, for files without signatures, the only function)."""
+        if "forward" in self.signatures:
+            return self.entry("forward")(*args, **kwargs)
+        if kwargs:
+            raise TypeError(f"{self!r} has no tensorplay signatures; pass arrays positionally")
+        return super().__call__(*args)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | {n for n in self.signatures if n.isidentifier()})
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return f"<ExportedModule {self.name} (closed)>"
+        entries = ", ".join(self.signatures) if self.signatures else ", ".join(self.function_names)
+        return f"<ExportedModule {self.name} on {self.driver}: {entries}>"
+
+    def close(self) -> None:
+        self._entries = {}
+        super().close()
+        self._parameter_index = None
+
+
+def _find_archive(source_path: str | None, recorded: str | None) -> str | None:
+    """The archive of a vmfb loaded from a file: ``<stem>.irpa`` next to it, else the file
+    name recorded at export, next to it."""
+    if source_path is None:
+        return None
+    folder = os.path.dirname(source_path)
+    for candidate in (os.path.splitext(source_path)[0] + ".irpa",
+                      os.path.join(folder, recorded) if recorded else None):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    return None
+
+
+def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str | None = None, *,
+         parameters: str | os.PathLike | Mapping[str, Any] | None = None,
+         name: str | None = None) -> ExportedModule:
+    """Load a vmfb (a path or its bytes) on ``device``.
+
+    ``device`` is a runtime driver or alias (``local-task``/``cpu``, ``local-sync``,
+    ``vulkan``, ``cuda``, ``hip``/``rocm``); by default the one matching the backend the
+    program was exported for (``local-task`` for files without that record). ``parameters``
+    gives the weights of a program exported with ``external_weights=True``: an ``.irpa``
+    path, or ``{key: array}``; by default ``<name>.irpa`` next to the vmfb (as ``save``
+    writes it), else the archive file name recorded at export, next to it.
+    """
+    if device is not None:
+        normalize_driver(device)  # an unknown driver is reported before the file is read
+    source_path = None
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+    else:
+        path = os.fspath(source)
+        with open(path, "rb") as f:
+            data = f.read()
+        name = name or os.path.splitext(os.path.basename(path))[0]
+        source_path = os.path.abspath(path)
+    return ExportedModule(data, device, name=name, parameters=parameters, source_path=source_path)
+
