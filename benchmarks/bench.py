@@ -1,19 +1,24 @@
 """Eager vs compiled timings of tensorplay, next to PyTorch eager and torch.compile.
 
-    python benchmarks/bench.py [--backend iree-cpu] [--repeats 50] [--cases chain,mlp,block,gpt]
+    python benchmarks/bench.py [--backend iree-cpu] [--repeats 50] [--cases chain,mlp,block,gpt] [--sweep]
 
 Every case is written once against the PyTorch API and built for both libraries with the same
 weights; each compiled result is checked against eager before it is timed. Steady-state times
 are medians over ``--repeats`` calls after a warm-up; compile time is the first call's wall time
 (capture + lowering + IREE compile, or a disk-cache hit on later runs). One table per run, all
 ratios from that run.
+
+``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1..64 and sequence
+lengths 1..128 (192 calls, both sizes changing from the first call to the second), compiled
+once per library with the default dynamic policy (tensorplay: automatic dynamic; torch.compile:
+its automatic dynamic). It reports how many programs each compiled and the sweep's total time
+(compiles included), each result checked against eager.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +29,7 @@ import numpy as np
 
 import tensorplay as tp
 from tensorplay.examples import GPTConfig, build_gpt
+from tensorplay.tools.demo import median_ms
 
 
 @dataclass
@@ -87,16 +93,6 @@ CASES = {
 }
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def _first_call_s(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
@@ -132,22 +128,22 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
         fn, args, model = _built(tp, case)
         with tp.no_grad():
             eager = _to_numpy(fn(*args))
-            eager_ms = _median_ms(lambda: fn(*args), repeats)
+            eager_ms = median_ms(lambda: fn(*args), repeats)
             compiled = tp.compile(fn, backend=backend)
             compile_s, got = _first_call_s(lambda: compiled(*args))
             good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
             ok &= good
-            compiled_ms = _median_ms(lambda: compiled(*args), repeats)
+            compiled_ms = median_ms(lambda: compiled(*args), repeats)
         t_eager_ms = t_compiled_ms = t_compile_s = None
         if torch is not None:
             tfn, targs, tmodel = _built(torch, case)
             _share_weights(torch, model, tmodel)
             targs = tuple(torch.from_numpy(np.array(a.numpy())) for a in args)
             with torch.no_grad():
-                t_eager_ms = _median_ms(lambda: tfn(*targs), repeats)
+                t_eager_ms = median_ms(lambda: tfn(*targs), repeats)
                 tcompiled = torch.compile(tfn)
                 t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
-                t_compiled_ms = _median_ms(lambda: tcompiled(*targs), repeats)
+                t_compiled_ms = median_ms(lambda: tcompiled(*targs), repeats)
         rows.append((case.name, good, eager_ms, compile_s, compiled_ms, t_eager_ms, t_compile_s, t_compiled_ms))
 
     def ms(v: float | None) -> str:
@@ -172,18 +168,83 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
     return ok
 
 
+def sweep_shapes() -> list[tuple[int, int]]:
+    """(batch, sequence) pairs covering batch sizes 1..64 and sequence lengths 1..128."""
+    pairs = [(b, (37 * b) % 128 + 1) for b in range(1, 65)]
+    return pairs + [((13 * t) % 64 + 1, t) for t in range(1, 129)]
+
+
+def _sweep_block(lib: Any):
+    cfg = GPTConfig(block_size=128, vocab_size=64, n_layer=1, n_head=4, n_embd=64)
+    lib.manual_seed(0)
+    return build_gpt(lib, cfg).eval().transformer.h[0]
+
+
+def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
+    """The shape sweep: compiles and total time of tensorplay and torch.compile."""
+    pairs = sweep_shapes()
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal((b, t, 64), dtype=np.float32) for b, t in pairs]
+    model = _sweep_block(tp)
+    ok = True
+    with tp.no_grad():
+        eager = [model(tp.from_numpy(x)).numpy() for x in inputs]
+        tp.compiler.reset()
+        compiled = tp.compile(model, backend=backend)
+        t0 = time.perf_counter()
+        for x, want in zip(inputs, eager):
+            ok &= bool(np.allclose(compiled(tp.from_numpy(x)).numpy(), want, rtol=1e-3, atol=1e-4))
+        tp_total = time.perf_counter() - t0
+    tp_compiles = compiled.compiled_function.compile_count
+    rows = [("tensorplay " + backend, tp_compiles, tp_total, ok)]
+    if use_torch and importlib.util.find_spec("torch") is not None:
+        import torch
+        from torch._inductor.compile_fx import compile_fx
+
+        count = [0]
+
+        def counting(gm: Any, example_inputs: Any) -> Any:
+            count[0] += 1
+            return compile_fx(gm, example_inputs)
+
+        tmodel = _sweep_block(torch)
+        _share_weights(torch, model, tmodel)
+        torch._dynamo.reset()
+        tcompiled = torch.compile(tmodel, backend=counting)
+        good = True
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            for x, want in zip(inputs, eager):
+                good &= bool(np.allclose(tcompiled(torch.from_numpy(x)).numpy(), want, rtol=1e-3, atol=1e-4))
+            t_total = time.perf_counter() - t0
+        rows.append(("torch.compile (inductor)", count[0], t_total, good))
+    print(f"shape sweep: transformer block (n_embd 64, 4 heads), {len(pairs)} calls, batch 1..64, "
+          f"sequence 1..128, default dynamic policy", file=out)
+    head = f"{'compiler':28s} {'check':5s} {'compiles':>8s} {'total s':>9s} {'ms/call':>9s}"
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for name, n, total, good in rows:
+        print(f"{name:28s} {'OK' if good else 'FAIL':5s} {n:8d} {total:9.2f} {1e3 * total / len(pairs):9.2f}",
+              file=out)
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="iree-cpu")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
+    parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
-    return 0 if run(cases, args.backend, args.repeats, not args.no_torch) else 1
+    ok = run(cases, args.backend, args.repeats, not args.no_torch) if cases else True
+    if args.sweep:
+        ok &= run_sweep(args.backend, not args.no_torch)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

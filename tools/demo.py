@@ -24,10 +24,11 @@ import numpy as np
 import tensorplay as tp
 from tensorplay.examples import GPTConfig, build_cnn, build_gpt
 
-__all__ = ["main"]
+__all__ = ["main", "median_ms"]
 
 
-def _median_ms(fn: Callable[[], Any], repeats: int) -> float:
+def median_ms(fn: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of ``repeats`` calls of ``fn`` after one warm-up call, in ms."""
     fn()  # warm-up
     times = []
     for _ in range(repeats):
@@ -85,14 +86,14 @@ def run(repeats: int = 20, backend: str | None = None, out=sys.stdout) -> bool:
     for name, model, call, x, build in cases:
         with tp.no_grad():
             ours = call(model, tp, x).numpy()
-            eager_ms = _median_ms(lambda: call(model, tp, x), repeats)
+            eager_ms = median_ms(lambda: call(model, tp, x), repeats)
             compiled_model = tp.compile(model, backend=backend)
             reset_cache_stats()
             t0 = time.perf_counter()
             got = call(compiled_model, tp, x).numpy()
             compile_s = time.perf_counter() - t0
             stats = cache_stats()
-            compiled_ms = _median_ms(lambda: call(compiled_model, tp, x), repeats)
+            compiled_ms = median_ms(lambda: call(compiled_model, tp, x), repeats)
         err = float(np.max(np.abs(got - ours)))
         same = bool(np.allclose(got, ours, rtol=1e-4, atol=1e-5))
         all_ok &= same
@@ -103,7 +104,7 @@ def run(repeats: int = 20, backend: str | None = None, out=sys.stdout) -> bool:
             tx = torch.from_numpy(np.array(x.numpy()))
             with torch.no_grad():
                 theirs = call(ref, torch, tx).numpy()
-                torch_ms = _median_ms(lambda: call(ref, torch, tx), repeats)
+                torch_ms = median_ms(lambda: call(ref, torch, tx), repeats)
         line = _check(name, ours, theirs)
         all_ok &= "MISMATCH" not in line and bool(np.isfinite(ours).all())
         print(line, file=out)
