@@ -108,7 +108,15 @@ def _is_splat_of(value: ir.Value, number: float) -> bool:
 
 
 def _same_type(a: ir.Value, b: ir.Value) -> bool:
-    return str(a.type) == str(b.type)
+    """Same type; with ``?`` sizes, the same symbolic sizes where the function records them."""
+    if str(a.type) != str(b.type):
+        return False
+    if ir.RankedTensorType(a.type).has_static_shape:
+        return True
+    ta, tb = M.symbolic_type_of(a), M.symbolic_type_of(b)
+    if ta is None and tb is None:
+        return True
+    return ta is not None and tb is not None and ta.shape == tb.shape
 
 
 @register_pass
@@ -195,7 +203,7 @@ class TpCanonicalize(Pass):
             composed = [inner[d] for d in outer]
             return self._recreate(op, "tp.permute", producer.operands[0], {"dims": composed})
         if name == "tp.reshape" and producer.name == "tp.reshape":
-            shape = list(ir.DenseI64ArrayAttr(op.attributes["shape"]))
+            shape = M.verify_op(op)[2]["shape"]
             return self._recreate(op, "tp.reshape", producer.operands[0], {"shape": shape})
         if name == "tp.cast" and producer.name == "tp.cast":
             src = M.tensor_type_of(producer.operands[0].type).dtype
@@ -209,6 +217,8 @@ class TpCanonicalize(Pass):
         opdef = lookup(name)
         with ir.InsertionPoint(op), op.location:
             mlir_attrs = {a.name: M.attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
+            if M.SHAPES in op.attributes:
+                mlir_attrs[M.SHAPES] = op.attributes[M.SHAPES]
             new = ir.Operation.create(name, results=[op.results[0].type], operands=[operand],
                                       attributes=mlir_attrs)
         return self._replace(op, new.results[0])

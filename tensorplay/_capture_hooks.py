@@ -13,7 +13,7 @@ from typing import Any
 
 from ._dispatch import current_handler
 
-__all__ = ["needs_concrete_value", "rebind", "random_source", "display_value"]
+__all__ = ["needs_concrete_value", "rebind", "random_source", "display_value", "symbolic_sizes"]
 
 
 def needs_concrete_value(tensor: Any, why: str) -> Any:
@@ -31,6 +31,13 @@ def display_value(tensor: Any, why: str) -> None:
     hook = getattr(current_handler(), "display_value", None)
     if hook is not None:
         hook(tensor, why)
+
+
+def symbolic_sizes(tensor: Any, shape: tuple) -> tuple:
+    """The shape of a captured tensor with symbolic sizes as user code sees it (ints and
+    SymInts from the active capture); outside a capture, the raw entries."""
+    hook = getattr(current_handler(), "symbolic_sizes", None)
+    return shape if hook is None else hook(tensor, shape)
 
 
 def rebind(tensor: Any, value: Any) -> None:

@@ -103,7 +103,12 @@ class Tensor:
     def shape(self) -> Size:
         if self._data is not None:
             return Size(self._data.shape)
-        return Size(self._type.shape)
+        shape = self._type.shape
+        if not self._type.has_static_shape:  # symbolic sizes: the capture's SymInts
+            from ._capture_hooks import symbolic_sizes
+
+            shape = symbolic_sizes(self, shape)
+        return Size(shape)
 
     @property
     def dtype(self) -> dt.DType:

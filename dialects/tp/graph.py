@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import symbolic as sym
 from .registry import Op, lookup
 from .types import TensorType
 
@@ -135,12 +136,38 @@ def interpret(graph: Graph, arrays: Sequence[Any]) -> list[Any]:
     if len(arrays) != len(graph.inputs):
         raise TypeError(f"graph {graph.name!r} takes {len(graph.inputs)} inputs, got {len(arrays)}")
     env: dict[int, Any] = {id(v): np.asarray(a) for v, a in zip(graph.inputs, arrays)}
+    sizes = _bind_sizes(graph, [env[id(v)] for v in graph.inputs])
     for node in graph.nodes:
         operands = [None if v is None else env[id(v)] for v in node.inputs]
         if node.callee is not None:
             results = interpret(node.callee, operands)
         else:
-            results = node.opdef.evaluate(operands, node.attrs, [r.type for r in node.results])
+            attrs = node.attrs
+            if sizes and any(sym.is_symbolic(a) or isinstance(a, tuple) for a in attrs.values()):
+                attrs = node.opdef.normalize_attrs({k: _concrete(a, sizes) for k, a in attrs.items()})
+            results = node.opdef.evaluate(operands, attrs, [r.type for r in node.results])
         for value, array in zip(node.results, results):
             env[id(value)] = array
     return [env[id(v)] for v in graph.outputs]
+
+
+def _bind_sizes(graph: Graph, arrays: Sequence[Any]) -> dict:
+    """Values of the size symbols of ``graph``'s input types, read from the arrays' shapes."""
+    sizes: dict = {}
+    for v, a in zip(graph.inputs, arrays):
+        for d, size in enumerate(v.type.shape):
+            if sym.is_symbolic(size) and size.is_Symbol and size not in sizes and d < a.ndim:
+                sizes[size] = int(a.shape[d])
+    return sizes
+
+
+def _concrete(value: Any, sizes: dict) -> Any:
+    """An attribute value with its symbolic sizes evaluated."""
+    import sympy
+
+    values = {k: sympy.Integer(v) for k, v in sizes.items()}
+    if sym.is_symbolic(value):
+        return sym.hint_of(value, values)
+    if isinstance(value, tuple) and any(sym.is_symbolic(v) for v in value):
+        return tuple(sym.hint_of(v, values) if sym.is_symbolic(v) else v for v in value)
+    return value

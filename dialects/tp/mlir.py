@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import ir as _ir
 from . import dtypes as dt
+from . import symbolic as sym
 from .errors import OpError
 from .graph import CALL, Graph, Node, SourceLoc, Value
 from .registry import Attr, AttrKind, Op, lookup
@@ -29,9 +30,14 @@ func = _ir.func
 
 __all__ = ["emit", "parse", "to_graphs", "verify_module", "Diagnostic", "DiagnosticError",
            "element_type", "dtype_of", "tensor_type", "tensor_type_of", "print_module",
-           "dense_attr", "dense_value", "attr_to_mlir", "verify_op", "loc_text"]
+           "dense_attr", "dense_value", "attr_to_mlir", "verify_op", "loc_text", "SHAPES", "ARG_SHAPES",
+           "sizes_attr", "sizes_of_attr", "symbolic_result_types", "symbolic_arg_types", "symbolic_type_of"]
 
 SEGMENTS = "operandSegmentSizes"
+#: discardable attributes keeping symbolic sizes (``?`` in the types) as expressions: the
+#: shapes of an op's results, and of a function's arguments (their symbols bind there)
+SHAPES = "tp.shapes"
+ARG_SHAPES = "tp.arg_shapes"
 
 
 # --- types -----------------------------------------------------------------------------------
@@ -78,8 +84,77 @@ def dense_attr(value: np.ndarray) -> ir.Attribute:
     return ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=shaped)
 
 
+def _size_attr(d: Any) -> ir.Attribute:
+    if d is None or sym.is_symbolic(d):
+        return ir.StringAttr.get(sym.size_text(d))
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(d))
+
+
+def sizes_attr(sizes: Sequence[Any]) -> ir.ArrayAttr:
+    """Sizes as ``[2, "s0", "s0*4"]``: ints, symbolic ones as their expression."""
+    return ir.ArrayAttr.get([_size_attr(d) for d in sizes])
+
+
+def sizes_of_attr(attr: ir.Attribute) -> tuple[Any, ...]:
+    """The inverse of :func:`sizes_attr`."""
+    out = []
+    for a in ir.ArrayAttr(attr):
+        if isinstance(a, ir.StringAttr):
+            out.append(sym.parse_size(ir.StringAttr(a).value))
+        else:
+            out.append(ir.IntegerAttr(a).value)
+    return tuple(out)
+
+
+def _shapes_attr(types: Sequence[TensorType]) -> ir.ArrayAttr:
+    return ir.ArrayAttr.get([sizes_attr(t.shape) for t in types])
+
+
+def _shapes_of(attr: ir.Attribute, types: Sequence[TensorType]) -> list[TensorType]:
+    shapes = [sizes_of_attr(a) for a in ir.ArrayAttr(attr)]
+    if len(shapes) != len(types) or any(len(sh) != t.rank for sh, t in zip(shapes, types)):
+        raise OpError(f"'{SHAPES}' {attr} does not match the types {', '.join(map(str, types))}")
+    return [t.with_shape(sh) for sh, t in zip(shapes, types)]
+
+
+def symbolic_result_types(mlir_op: ir.Operation) -> list[TensorType]:
+    """The result types of an op with their symbolic sizes (from ``tp.shapes``, when present)."""
+    types = [tensor_type_of(r.type) for r in mlir_op.results]
+    if SHAPES in mlir_op.attributes:
+        return _shapes_of(mlir_op.attributes[SHAPES], types)
+    return types
+
+
+def symbolic_arg_types(fn: ir.Operation) -> list[TensorType] | None:
+    """The argument types of a function with their symbolic sizes (``tp.arg_shapes``)."""
+    if ARG_SHAPES not in fn.attributes:
+        return None
+    block = fn.regions[0].blocks[0]
+    types = [tensor_type_of(a.type) for a in block.arguments]
+    return _shapes_of(fn.attributes[ARG_SHAPES], types)
+
+
+def symbolic_type_of(value: ir.Value) -> TensorType | None:
+    """The type of ``value`` with its symbolic sizes, when its function or op records them."""
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        parent = owner.owner
+        fn = parent.operation if hasattr(parent, "operation") else parent
+        if fn is None or fn.name != "func.func" or ARG_SHAPES not in fn.attributes:
+            return None
+        return symbolic_arg_types(fn)[ir.BlockArgument(value).arg_number]
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if SHAPES not in op.attributes:
+        return None
+    return symbolic_result_types(op)[ir.OpResult(value).result_number]
+
+
 def attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
     kind = decl.kind
+    if decl.symbolic and (sym.is_symbolic(value) or (
+            isinstance(value, tuple) and any(sym.is_symbolic(v) for v in value))):
+        # symbolic sizes: a string, or an array mixing ints and strings
+        return ir.StringAttr.get(sym.size_text(value)) if not isinstance(value, tuple) else sizes_attr(value)
     if kind is AttrKind.INT:
         return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
     if kind is AttrKind.FLOAT:
@@ -99,6 +174,14 @@ def attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
 
 def _attr_from_mlir(op: Op, decl: Attr, attr: ir.Attribute) -> Any:
     kind = decl.kind
+    if decl.symbolic:
+        try:
+            if kind in (AttrKind.INT, AttrKind.FLOAT) and isinstance(attr, ir.StringAttr):
+                return sym.parse_size(ir.StringAttr(attr).value)
+            if kind is AttrKind.INTS and isinstance(attr, ir.ArrayAttr):
+                return sizes_of_attr(attr)
+        except (ValueError, TypeError) as exc:
+            raise OpError(f"{op.name}: attribute '{decl.name}': {exc}") from None
     try:
         if kind is AttrKind.INT and isinstance(attr, ir.IntegerAttr) and not isinstance(attr, ir.BoolAttr):
             return ir.IntegerAttr(attr).value
@@ -177,6 +260,9 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
         # a callee is a nested compile region: IREE would otherwise inline it at every call site
         # and compile the body once per site (noinline keeps one function, one set of dispatches)
         fn.attributes["noinline"] = ir.UnitAttr.get()
+    if any(sym.is_symbolic(d) for v in graph.inputs for d in v.type.shape):
+        fn.attributes[ARG_SHAPES] = _shapes_attr([v.type for v in graph.inputs])
+    _check_bound(graph)
     block = fn.add_entry_block()
     values: dict[int, ir.Value] = {id(v): block.arguments[i] for i, v in enumerate(graph.inputs)}
     with ir.InsertionPoint(block):
@@ -184,6 +270,8 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
             if node.callee is not None:
                 call = func.CallOp([tensor_type(r.type) for r in node.results], node.callee.name,
                                    [values[id(v)] for v in node.inputs], loc=_location(node.loc))
+                if any(sym.is_symbolic(d) for r in node.results for d in r.type.shape):
+                    call.attributes[SHAPES] = _shapes_attr([r.type for r in node.results])
                 for r, mlir_value in zip(node.results, call.results):
                     values[id(r)] = mlir_value
                 continue
@@ -193,11 +281,34 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
                      for a in op.attributes if node.attrs.get(a.name) is not None}
             if any(o.optional for o in op.operands):
                 attrs[SEGMENTS] = ir.DenseI32ArrayAttr.get([0 if v is None else 1 for v in node.inputs])
+            if any(sym.is_symbolic(d) for r in node.results for d in r.type.shape):
+                attrs[SHAPES] = _shapes_attr([r.type for r in node.results])
             created = ir.Operation.create(node.op, results=[tensor_type(r.type) for r in node.results],
                                           operands=operands, attributes=attrs, loc=_location(node.loc))
             for r, mlir_value in zip(node.results, created.results):
                 values[id(r)] = mlir_value
         func.ReturnOp([values[id(v)] for v in graph.outputs])
+
+
+def _check_bound(graph: Graph) -> None:
+    """Every size symbol of a graph must be the size of one of its inputs' dimensions: that
+    is where the compiled function reads it."""
+    bound = sym.free_symbols([d for v in graph.inputs for d in v.type.shape
+                              if sym.is_symbolic(d) and d.is_Symbol])
+    used: set = set()
+    for node in graph.nodes:
+        for r in node.results:
+            used |= sym.free_symbols(r.type.shape)
+        for a in node.attrs.values():
+            if sym.is_symbolic(a):
+                used |= a.free_symbols
+            elif isinstance(a, tuple):
+                used |= sym.free_symbols([v for v in a if sym.is_symbolic(v)])
+    missing = used - bound
+    if missing:
+        names = ", ".join(sorted(str(s) for s in missing))
+        raise ValueError(f"graph @{graph.name} uses the symbolic size(s) {names}, which are not the size of "
+                         f"any input dimension")
 
 
 def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
@@ -287,7 +398,7 @@ def verify_op(mlir_op: ir.Operation, value_types: Mapping[Any, TensorType] | Non
     raw: dict[str, Any] = {}
     for name in list(mlir_op.attributes):
         name = name if isinstance(name, str) else name.name
-        if name == SEGMENTS:
+        if name == SEGMENTS or "." in name:  # discardable attributes (tp.shapes)
             continue
         try:
             decl = op.attr(name)
@@ -391,8 +502,9 @@ def to_graphs(module: ir.Module) -> list[Graph]:
         g = Graph(name)
         block = f.regions[0].blocks[0]
         values: dict[Any, Value] = {}
-        for arg in block.arguments:
-            values[arg] = g.add_input(tensor_type_of(arg.type))
+        arg_types = symbolic_arg_types(f) or [tensor_type_of(arg.type) for arg in block.arguments]
+        for arg, t in zip(block.arguments, arg_types):
+            values[arg] = g.add_input(t)
         for mlir_op in block.operations:
             op_name = mlir_op.operation.name
             if op_name == "func.return":
@@ -408,9 +520,9 @@ def to_graphs(module: ir.Module) -> list[Graph]:
             op, slots, attrs = verify_op(mlir_op.operation)
             results = g.add(op.name, [None if s is None else values[s] for s in slots], attrs,
                             _source_loc(mlir_op.location))
-            for r, mlir_value in zip(results, mlir_op.results):
+            for r, t, mlir_value in zip(results, symbolic_result_types(mlir_op.operation), mlir_op.results):
                 # the text's declared types win over inference (they may be more static)
-                r.type = tensor_type_of(mlir_value.type)
+                r.type = t
                 values[mlir_value] = r
         built[name] = g
         return g

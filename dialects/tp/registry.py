@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import dtypes as dt
+from . import symbolic as sym
 from .errors import AttributeError_, DTypeError, OpError, UnknownOpError
 from .types import TensorType, type_of_array
 
@@ -57,7 +58,9 @@ class AttrKind(enum.Enum):
 @dataclass(frozen=True)
 class Attr:
     """A typed op attribute. ``optional`` attributes accept ``None``; ``choices`` restricts
-    a string attribute to a fixed set."""
+    a string attribute to a fixed set. A ``symbolic`` int, ints or float attribute holds sizes
+    and may hold symbolic ones (sympy expressions, from :class:`~.symbolic.SymInt` values);
+    elsewhere a SymInt is made a plain int (specialized)."""
 
     name: str
     kind: AttrKind
@@ -65,6 +68,16 @@ class Attr:
     optional: bool = False
     choices: tuple[str, ...] = ()
     doc: str = ""
+    symbolic: bool = False
+
+    def _int(self, v: Any) -> Any:
+        if isinstance(v, sym.SymInt):
+            return sym.as_size(v) if self.symbolic else int(v)
+        if self.symbolic and sym.is_symbolic(v):
+            return sym.as_size(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError
+        return int(v)
 
     def normalize(self, op: str, value: Any) -> Any:
         if value is None:
@@ -74,10 +87,11 @@ class Attr:
         kind = self.kind
         try:
             if kind is AttrKind.INT:
-                if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                    raise TypeError
-                return int(value)
+                return self._int(value)
             if kind is AttrKind.FLOAT:
+                if isinstance(value, sym.SymInt) or (self.symbolic and sym.is_symbolic(value)):
+                    size = self._int(value)
+                    return float(size) if isinstance(size, int) else size
                 if isinstance(value, (bool, np.bool_)) or not isinstance(
                         value, (int, float, np.integer, np.floating)):
                     raise TypeError
@@ -95,13 +109,9 @@ class Attr:
                         f"{', '.join(repr(c) for c in self.choices)}, got {value!r}")
                 return value
             if kind is AttrKind.INTS:
-                if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-                    return (int(value),)
-                items = tuple(value)
-                if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer))
-                       for v in items):
-                    raise TypeError
-                return tuple(int(v) for v in items)
+                if isinstance(value, (int, np.integer, sym.SymInt)) and not isinstance(value, bool):
+                    return (self._int(value),)
+                return tuple(self._int(v) for v in value)
             if kind is AttrKind.DTYPE:
                 return dt.as_dtype(value)
             if kind is AttrKind.DENSE:

@@ -1,7 +1,9 @@
 """Tensor types of the tp dialect: a shape and an element dtype.
 
-A dimension is an ``int`` when static. ``None`` marks a size known only at run time
-(printed as ``?`` in MLIR); symbolic sizes (sympy expressions) use the same slot.
+A dimension is an ``int`` when static, a sympy expression over size symbols when symbolic
+(``s0``, ``s0*4``, ``floor(s1/2)``: computed at run time from the inputs' sizes, see
+:mod:`.symbolic`), or ``None`` when known only at run time without an expression. The last
+two print as ``?`` in MLIR.
 """
 
 from __future__ import annotations

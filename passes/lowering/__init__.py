@@ -13,6 +13,7 @@ from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..registry import Pass, PassFailure, register_pass, register_pipeline
 from ._builder import elem_type, ranked
+from ._sizes import SizeValues
 
 __all__ = ["LOWERINGS", "lowers", "LowerCtx", "ConvertTpToLinalg", "lowering_summary"]
 
@@ -20,7 +21,9 @@ __all__ = ["LOWERINGS", "lowers", "LowerCtx", "ConvertTpToLinalg", "lowering_sum
 @dataclass
 class LowerCtx:
     """What a lowering sees: the op, its declaration and normalized attributes, operand
-    values in declaration order (``None`` for absent optional ones) and tp-level types."""
+    values in declaration order (``None`` for absent optional ones) and tp-level types
+    (``?`` dims are None there). ``sym_in_types`` / ``sym_out_types`` carry the symbolic
+    sizes of those dims where the function has them, and :meth:`size` computes one."""
 
     op: ir.Operation
     opdef: Op
@@ -28,9 +31,34 @@ class LowerCtx:
     operands: list[ir.Value | None]
     in_types: list[TensorType | None]
     out_types: list[TensorType]
+    sym_in_types: list[TensorType | None] | None = None
+    sym_out_types: list[TensorType] | None = None
+    sizes: SizeValues | None = None
 
     def inputs(self) -> list[tuple[ir.Value, TensorType]]:
         return [(v, t) for v, t in zip(self.operands, self.in_types) if v is not None]
+
+    def size(self, expr: Any) -> ir.Value | int:
+        """A size (int or symbolic expression) as an int, or an ``index`` value computed at
+        run time."""
+        from ...dialects.tp import symbolic as sym
+
+        expr = sym.as_size(expr)
+        if not sym.is_symbolic(expr):
+            return expr
+        if self.sizes is None:
+            raise PassFailure(f"{_where(self.op)}: {self.op.name} needs the symbolic size {expr}, but the "
+                              f"function has no '{M.ARG_SHAPES}' attribute binding its symbols")
+        return self.sizes.value(expr)
+
+    def out_sizes(self, i: int = 0) -> list[ir.Value | int | None]:
+        """Sizes of result ``i``: ints, run-time values of symbolic sizes, None where unknown."""
+        static = self.out_types[i].shape
+        known = self.sym_out_types[i].shape if self.sym_out_types is not None else static
+        from ...dialects.tp import symbolic as sym
+
+        return [d if d is not None and not sym.is_symbolic(d) else (self.size(k) if sym.is_symbolic(k) else None)
+                for d, k in zip(static, known)]
 
 
 Lowering = Callable[[LowerCtx], Sequence[ir.Value]]
@@ -84,6 +112,9 @@ class ConvertTpToLinalg(Pass):
         for arg in block.arguments:
             if isinstance(arg.type, ir.RankedTensorType):
                 types[arg] = M.tensor_type_of(arg.type)
+        arg_types = M.symbolic_arg_types(fn)
+        sizes = SizeValues(block, arg_types) if arg_types is not None else None
+        sym_types: dict[ir.Value, TensorType] = dict(zip(block.arguments, arg_types or ()))
         # Signless element types for linalg (tp spells uint8 as ui8).
         for arg in block.arguments:
             if arg in types:
@@ -95,6 +126,8 @@ class ConvertTpToLinalg(Pass):
                 for r in op.results:
                     if isinstance(r.type, ir.RankedTensorType):
                         types[r] = M.tensor_type_of(r.type)
+                if sizes is not None and M.SHAPES in op.attributes:
+                    sym_types.update(zip(op.results, M.symbolic_result_types(op)))
                 continue
             opdef, slots, attrs = M.verify_op(op, types)
             entry = LOWERINGS.get(op.name)
@@ -102,7 +135,9 @@ class ConvertTpToLinalg(Pass):
                 raise PassFailure(f"{_where(op)}: {op.name} has no lowering to linalg")
             in_types = [None if s is None else types[s] for s in slots]
             out_types = [M.tensor_type_of(r.type) for r in op.results]
-            ctx = LowerCtx(op, opdef, attrs, list(slots), in_types, out_types)
+            sym_out = M.symbolic_result_types(op) if sizes is not None else None
+            sym_in = [None if s is None else sym_types.get(s, types[s]) for s in slots] if sizes is not None else None
+            ctx = LowerCtx(op, opdef, attrs, list(slots), in_types, out_types, sym_in, sym_out, sizes)
             try:
                 with ir.InsertionPoint(op), op.location:
                     new = list(entry[0](ctx))
@@ -110,11 +145,15 @@ class ConvertTpToLinalg(Pass):
                 raise
             except Exception as exc:  # noqa: BLE001 - report which op failed, and why
                 raise PassFailure(f"{_where(op)}: lowering {op.name} failed: {exc}") from exc
-            for old, value, t in zip(op.results, new, out_types):
+            for k, (old, value, t) in enumerate(zip(op.results, new, out_types)):
                 types[value] = t
+                if sym_out is not None:
+                    sym_types[value] = sym_out[k]
                 old.replace_all_uses_with(value)
             op.erase()
         self._retype_signature(fn, block)
+        if M.ARG_SHAPES in fn.attributes:
+            del fn.attributes[M.ARG_SHAPES]
 
     @staticmethod
     def _retype_signature(fn: ir.Operation, block: ir.Block) -> None:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...dialects.ir import arith, ir, linalg
+from typing import Any
+
+from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp import mlir as M
+from ...dialects.tp import symbolic as sym
 from . import LowerCtx, lowers
 from ._builder import cast_scalar, const_scalar, elem_type, empty_like_type, ranked
 
@@ -27,19 +30,39 @@ def _constant(ctx: LowerCtx) -> list[ir.Value]:
 def _full(ctx: LowerCtx) -> list[ir.Value]:
     out = ctx.out_types[0]
     value = ctx.attrs["value"]
-    if out.dtype.is_bool:
-        value = value != 0
-    elif not out.dtype.is_floating_point:
-        value = int(value)
-    scalar = const_scalar(value, out.dtype)
+    if sym.is_symbolic(value):  # a size computed at run time
+        scalar = cast_scalar(arith.IndexCastOp(ir.IntegerType.get_signless(64), ctx.size(value)).result,
+                             dt.int64, out.dtype)
+    else:
+        if out.dtype.is_bool:
+            value = value != 0
+        elif not out.dtype.is_floating_point:
+            value = int(value)
+        scalar = const_scalar(value, out.dtype)
+    if not out.has_static_shape:
+        init = tensor.EmptyOp([d if d is not None else _missing(ctx) for d in ctx.out_sizes(0)],
+                              elem_type(out.dtype)).result
+        return [linalg.fill(scalar, outs=[init])]
     return [linalg.fill(scalar, outs=[empty_like_type(out)])]
+
+
+def _missing(ctx: LowerCtx) -> Any:
+    raise ValueError(f"{ctx.op.name}: a result size is known only at run time and has no expression")
 
 
 @lowers("tp.arange", summary="`linalg.generic` over `linalg.index`: start + i * step")
 def _arange(ctx: LowerCtx) -> list[ir.Value]:
     out = ctx.out_types[0]
     start, step = ctx.attrs["start"], ctx.attrs["step"]
-    init = empty_like_type(out)
+    if out.has_static_shape:
+        init = empty_like_type(out)
+    else:
+        (n,) = ctx.out_sizes(0)
+        init = tensor.EmptyOp([n if n is not None else _missing(ctx)], elem_type(out.dtype)).result
+    # symbolic start/step (sizes): int64 values computed before the loop
+    i64t = ir.IntegerType.get_signless(64)
+    start_v = arith.IndexCastOp(i64t, ctx.size(start)).result if sym.is_symbolic(start) else None
+    step_v = arith.IndexCastOp(i64t, ctx.size(step)).result if sym.is_symbolic(step) else None
     maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(1))])
     iters = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")])
     op = linalg.GenericOp([ranked(out)], [], [init], maps, iters)
@@ -49,13 +72,16 @@ def _arange(ctx: LowerCtx) -> list[ir.Value]:
         i64 = arith.IndexCastOp(ir.IntegerType.get_signless(64), i).result
         if out.dtype.is_floating_point:
             # computed in float64 like the reference, then rounded once
-            f = arith.SIToFPOp(ir.F64Type.get(), i64).result
-            v = arith.AddFOp(const_scalar(start, dt.float64),
-                             arith.MulFOp(f, const_scalar(step, dt.float64)).result).result
+            f64 = ir.F64Type.get()
+            f = arith.SIToFPOp(f64, i64).result
+            a = arith.SIToFPOp(f64, start_v).result if start_v is not None else const_scalar(start, dt.float64)
+            b = arith.SIToFPOp(f64, step_v).result if step_v is not None else const_scalar(step, dt.float64)
+            v = arith.AddFOp(a, arith.MulFOp(f, b).result).result
             value = cast_scalar(v, dt.float64, out.dtype)
         else:
-            v = arith.AddIOp(const_scalar(int(start), dt.int64),
-                             arith.MulIOp(i64, const_scalar(int(step), dt.int64)).result).result
+            a = start_v if start_v is not None else const_scalar(int(start), dt.int64)
+            b = step_v if step_v is not None else const_scalar(int(step), dt.int64)
+            v = arith.AddIOp(a, arith.MulIOp(i64, b).result).result
             value = cast_scalar(v, dt.int64, out.dtype)
         linalg.YieldOp([value])
     return [op.result]

@@ -113,8 +113,10 @@ def _groups(src: Sequence[int], dst: Sequence[int]) -> list[tuple[list[int], lis
     return groups
 
 
-def reshape(value: ir.Value, src: TensorType, dst: TensorType) -> ir.Value:
-    """``value`` (of type ``src``) with ``dst``'s shape, same elements in row-major order."""
+def reshape(value: ir.Value, src: TensorType, dst: TensorType,
+            sizes: Sequence[Size | None] | None = None) -> ir.Value:
+    """``value`` (of type ``src``) with ``dst``'s shape, same elements in row-major order.
+    ``sizes`` gives the result sizes where known (run-time values of symbolic sizes)."""
     if src.shape == dst.shape and src.has_static_shape:
         return value
     if src.has_static_shape and dst.has_static_shape:
@@ -131,12 +133,13 @@ def reshape(value: ir.Value, src: TensorType, dst: TensorType) -> ir.Value:
             mid = TensorType(tuple(pymath.prod(src.shape[d] for d in gi) for gi, _ in groups), src.dtype)
             collapsed = collapse(value, [gi for gi, _ in groups], mid)
             return expand(collapsed, [gj for _, gj in groups], dst, list(dst.shape))
-    return _reshape_through_flat(value, src, dst)
+    return _reshape_through_flat(value, src, dst, sizes)
 
 
-def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType) -> ir.Value:
+def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType,
+                          sizes: Sequence[Size | None] | None = None) -> ir.Value:
     """Dynamic (or zero-size) reshapes: collapse to one dimension, then expand, with the
-    one inferred size computed as numel / (product of the known sizes)."""
+    sizes given, or the one inferred size computed as numel / (product of the known sizes)."""
     if src.rank == 0:  # static by definition: one element
         flat = expand(value, [], TensorType((1,), src.dtype), [1])
         flat_t = TensorType((1,), src.dtype)
@@ -152,13 +155,15 @@ def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType) -> 
         if dst.rank == 1:
             return flat
         return expand(flat, [list(range(dst.rank))], dst, list(dst.shape))
-    known = pymath.prod(int(d) for d in dst.shape if is_static(d)) or 1
-    numel = dim_value(flat, 0)
-    inferred = arith.DivUIOp(numel, index_const(known)).result
-    sizes = [int(d) if is_static(d) else inferred for d in dst.shape]
+    if sizes is None or any(s is None for s in sizes):
+        known = pymath.prod(int(d) for d in dst.shape if is_static(d)) or 1
+        numel = dim_value(flat, 0)
+        inferred = arith.DivUIOp(numel, index_const(known)).result
+        sizes = [int(d) if is_static(d) else (inferred if sizes is None or sizes[i] is None else sizes[i])
+                 for i, d in enumerate(dst.shape)]
     if dst.rank == 1:
         return cast_to(flat, dst)
-    return expand(flat, [list(range(dst.rank))], dst, sizes)
+    return expand(flat, [list(range(dst.rank))], dst, list(sizes))
 
 
 def transpose(value: ir.Value, src: TensorType, perm: Sequence[int]) -> ir.Value:
@@ -177,7 +182,8 @@ def transpose(value: ir.Value, src: TensorType, perm: Sequence[int]) -> ir.Value
                               "matching dimension groups (through one flat dimension when sizes "
                               "are dynamic)")
 def _reshape(ctx: LowerCtx) -> list[ir.Value]:
-    return [reshape(ctx.operands[0], ctx.in_types[0], ctx.out_types[0])]
+    sizes = ctx.out_sizes(0) if ctx.sym_out_types is not None else None
+    return [reshape(ctx.operands[0], ctx.in_types[0], ctx.out_types[0], sizes)]
 
 
 @lowers("tp.permute", summary="`linalg.transpose`")
@@ -195,7 +201,9 @@ def _broadcast_to(ctx: LowerCtx) -> list[ir.Value]:
         return [value]
     lead = out.rank - t.rank
     in_sizes = sizes_of(value, t)
-    out_sizes = [int(d) if is_static(d) else in_sizes[k - lead] for k, d in enumerate(out.shape)]
+    known = ctx.out_sizes(0) if ctx.sym_out_types is not None else [None] * out.rank
+    out_sizes = [int(d) if is_static(d) else known[k] if known[k] is not None else in_sizes[k - lead]
+                 for k, d in enumerate(out.shape)]
     init = empty_of(out_sizes, out)
     # A dynamic input size stretched to a static target other than 1 is 1 or the target at
     # run time: those dimensions read index 0 or i, chosen at run time.
@@ -234,15 +242,21 @@ def _concat(ctx: LowerCtx) -> list[ir.Value]:
     return [tensor.ConcatOp(ranked(out), dim, inputs).result]
 
 
-def _bounds(size: Size, start: int, end: int, step: int) -> tuple[Size, Size]:
+def _bounds(size: Size, start: Size, end: Size, step: int) -> tuple[Size, Size]:
     """Offset and length of ``range(size)[start:end:step]`` (positive ``step``), folded
-    when ``size`` is static, else computed with arith on index values."""
-    if isinstance(size, int):
+    when ``size`` and the bounds are static, else computed with arith on index values (a
+    bound known only at run time may be negative: its sign is tested then)."""
+    if isinstance(size, int) and isinstance(start, int) and isinstance(end, int):
         r = range(*slice(start, end, step).indices(size))
         return (r.start if len(r) else 0), len(r)
     zero = index_const(0)
+    size = index_of(size) if isinstance(size, int) else size
 
-    def clamp(bound: int) -> ir.Value:
+    def clamp(bound: Size) -> ir.Value:
+        if not isinstance(bound, int):
+            negative = arith.CmpIOp(arith.CmpIPredicate.slt, bound, zero).result
+            below = arith.MaxSIOp(arith.AddIOp(size, bound).result, zero).result
+            return arith.SelectOp(negative, below, arith.MinSIOp(bound, size).result).result
         if bound >= 0:
             return arith.MinSIOp(index_const(min(bound, 2**62)), size).result
         return arith.MaxSIOp(arith.AddIOp(size, index_const(bound)).result, zero).result
@@ -259,10 +273,14 @@ def _mixed(values: Sequence[Size]) -> tuple[list[ir.Value], list[int]]:
             [v if isinstance(v, int) else _DYN for v in values])
 
 
-def _box(value: ir.Value, t: TensorType, attrs: dict[str, Any]) -> tuple[list[Size], list[Size], list[int]]:
-    """Offsets, lengths and strides of the strided box ``attrs`` addresses in ``value``."""
+def _box(value: ir.Value, t: TensorType, attrs: dict[str, Any],
+         ctx: LowerCtx | None = None) -> tuple[list[Size], list[Size], list[int]]:
+    """Offsets, lengths and strides of the strided box ``attrs`` addresses in ``value``
+    (symbolic bounds are computed through ``ctx``)."""
     offsets, lengths = [], []
     for size, b, e, s in zip(sizes_of(value, t), attrs["starts"], attrs["ends"], attrs["steps"]):
+        if ctx is not None:
+            b, e = ctx.size(b), ctx.size(e)
         o, n = _bounds(size, b, e, s)
         offsets.append(o)
         lengths.append(n)
@@ -273,7 +291,7 @@ def _box(value: ir.Value, t: TensorType, attrs: dict[str, Any]) -> tuple[list[Si
                             "run time for dynamic sizes)")
 def _slice(ctx: LowerCtx) -> list[ir.Value]:
     value, t, out = ctx.operands[0], ctx.in_types[0], ctx.out_types[0]
-    offsets, lengths, steps = _box(value, t, ctx.attrs)
+    offsets, lengths, steps = _box(value, t, ctx.attrs, ctx)
     if t.has_static_shape and all(o == 0 for o in offsets) and list(lengths) == list(t.shape):
         return [value]
     if any(n == 0 for n in lengths if isinstance(n, int)):
@@ -290,7 +308,7 @@ def _slice(ctx: LowerCtx) -> list[ir.Value]:
 def _slice_update(ctx: LowerCtx) -> list[ir.Value]:
     value, update = ctx.operands
     t, ut = ctx.in_types
-    offsets, lengths, steps = _box(value, t, ctx.attrs)
+    offsets, lengths, steps = _box(value, t, ctx.attrs, ctx)
     if any(n == 0 for n in lengths if isinstance(n, int)):
         return [value]
     # Sizes from the box where static, else from the update (the reference checks they agree).

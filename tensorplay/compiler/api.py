@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import keyword
+import logging
 import re
 import threading
 import warnings
@@ -43,6 +44,7 @@ from .capture.session import (
     is_exporting,
 )
 from .errors import GraphCaptureError
+from .symbolic.guard import ShapeGuard
 
 __all__ = ["compile", "reset", "is_compiling", "is_exporting", "exporting", "explain", "CompiledFunction",
            "CompiledModule", "ExplainReport", "register_reset_hook", "DEFAULT_RECOMPILE_LIMIT"]
@@ -84,6 +86,9 @@ class Entry:
         self.out_spec: list[tuple] = []
         self.writebacks: list[tuple[Any, int]] = []
         self.hits = 0
+        self.exact_key: tuple = key  # the call key of the capture (key is masked when dynamic)
+        self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
+        self.shape_guard: ShapeGuard | None = None
 
     def failing_guard(self) -> str | None:
         for description, check in self.guards:
@@ -147,6 +152,8 @@ class CacheGroup:
         self.order: list[Entry] = []
         self.segments: dict[tuple, Callable[..., list]] = {}
         self.regions: dict = {}
+        self.masks: dict[tuple, None] = {}  # masks of the entries with symbolic sizes
+        self.auto_dynamic: dict[str, set[int]] = {}  # automatic dynamic: dims seen to change
         self.warned = False
         self.segments_warned = False
         self.lock = threading.RLock()
@@ -159,12 +166,16 @@ class CacheGroup:
     def add(self, entry: Entry) -> None:
         self.entries.setdefault(entry.key, []).append(entry)
         self.order.append(entry)
+        if entry.mask:
+            self.masks[entry.mask] = None
 
     def clear(self) -> None:
         self.entries.clear()
         self.order.clear()
         self.segments.clear()
         self.regions.clear()
+        self.masks.clear()
+        self.auto_dynamic.clear()
         self.warned = False
         self.segments_warned = False
 
@@ -271,7 +282,10 @@ class CompiledFunction:
             default = _default_name(fn if _module is None else type(_module))
         self.name = _check_name(name) if name is not None else default
         self._module = _module
-        self._signature = _signature(fn)
+        owner = _module if _module is not None else (
+            fn.__self__ if inspect.ismethod(fn) and fn.__func__ is Module._call_impl else None)
+        # a module's calls are named after forward's parameters (guards, logs, dynamic_shapes)
+        self._signature = _signature(owner.forward if owner is not None else fn)
         self.dynamic_shapes = _normalize_dynamic_shapes(dynamic_shapes, dynamic, self._signature)
         from .backends import get_default_backend, lookup_backend, resolve_options
 
@@ -296,7 +310,6 @@ class CompiledFunction:
                 _shared_groups[key] = group
             self._group = group
         self._group_anchor = fn  # keeps the group key's objects alive as long as the group
-        self._dynamic_warned = False
 
     # -- introspection ----------------------------------------------------------------------
     @property
@@ -343,7 +356,14 @@ class CompiledFunction:
         leaves, treedef = pytree.flatten((args, kwargs))
         key = call_key(treedef, leaves)
         with self._group.lock:
-            entry = self._lookup(key)
+            entry = self._lookup(key, leaves)
+            if entry is None and self._group.masks:
+                for mask in self._group.masks:
+                    masked = mask_key(key, mask)
+                    if masked is not None:
+                        entry = self._lookup(masked, leaves)
+                        if entry is not None:
+                            break
             if entry is not None:
                 entry.hits += 1
                 if entry.kind == GRAPH:
@@ -351,12 +371,18 @@ class CompiledFunction:
                 return self._run_segmented(args, kwargs)
             return self._capture(args, kwargs, leaves, treedef, key)
 
-    def _lookup(self, key: tuple) -> Entry | None:
+    def _lookup(self, key: tuple, leaves: list[Any]) -> Entry | None:
         entries = self._group.entries.get(key)
         if not entries:
             return None
         for entry in reversed(entries):
             if entry.config != self._config or (self.fullgraph and entry.kind == SEGMENTED):
+                continue
+            if entry.shape_guard is not None and not entry.shape_guard(leaves):
+                self._last_failure = (entry, leaves)
+                if _log_guards.isEnabledFor(logging.INFO):
+                    _log_guards.info("size guard failed for %s (entry @%s): %s", self.name, entry.name,
+                                     entry.shape_guard.failure(leaves))
                 continue
             failed = entry.failing_guard()
             if failed is None:
@@ -368,12 +394,15 @@ class CompiledFunction:
     def _miss_reason(self, key: tuple, paths: list[str]) -> str:
         failed = getattr(self, "_last_failure", None)
         self._last_failure = None
+        if isinstance(failed, tuple):
+            entry, leaves = failed
+            return f"size guard failed: {entry.shape_guard.failure(leaves)}"
         if failed is not None:
             return f"guard failed: {failed}"
         same = [e for e in self._group.order if e.config == self._config]
         if not same:
             return "compile options differ from the cached entries"
-        return describe_change(same[-1].key, same[-1].paths, key, paths)
+        return describe_change(same[-1].exact_key, same[-1].paths, key, paths)
 
     def _paths(self, treedef: pytree.TreeDef) -> list[str]:
         names = self._signature
@@ -400,16 +429,22 @@ class CompiledFunction:
             self._last_failure = None
         if group.count >= self.recompile_limit:
             return self._limit_reached(args, kwargs, reason)
+        spec = self._check_dynamic(leaves, paths)
+        grown = self._automatic_dynamic(key, leaves, paths)
         if group.count:
-            _log_recompiles.info("recompiling %s (capture %d of at most %d): %s", self.name,
-                                 group.count + 1, self.recompile_limit, reason)
-        self._check_dynamic(leaves, paths)
+            _log_recompiles.info("recompiling %s (capture %d of at most %d): %s%s", self.name,
+                                 group.count + 1, self.recompile_limit, reason,
+                                 f"; automatic dynamic: {grown} now dynamic" if grown else "")
+        dynamic_dims = self._dynamic_dims(leaves, paths, spec)
         modules, guards, keepalive = self._guards(leaves, paths)
         name = self.name if group.count == 0 else f"{self.name}_{group.count}"
         config = CaptureConfig(name=name, fullgraph=self.fullgraph, strict_native=self.strict_native,
-                               dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions)
+                               dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions,
+                               dynamic_dims=dynamic_dims)
         session = Capture(config)
         trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
+        if spec:
+            check_named_dims(session.shape_env, spec)
         if trace is None:
             for _, check in guards:
                 if isinstance(check, ModuleGuard):
@@ -424,6 +459,11 @@ class CompiledFunction:
                  leaves: list[Any], paths: list[str]) -> Any:
         graph = trace.graph
         graph.name = name
+        exact_key = key
+        mask: tuple[tuple[int, int], ...] = ()
+        if trace.shape_guard is not None:
+            mask = tuple(sorted((i, d) for i, d, _, _ in trace.shape_guard.dims))
+            key = mask_key(key, mask)
         covered: set[int] = set()
         for _, check in guards:
             if isinstance(check, ModuleGuard):
@@ -434,6 +474,7 @@ class CompiledFunction:
         first = [b.first for b in trace.bindings]
         entry = Entry(GRAPH, key, self._config, name, guards, keepalive)
         entry.paths = paths
+        entry.exact_key, entry.mask, entry.shape_guard = exact_key, mask, trace.shape_guard
         for b in trace.bindings:
             if isinstance(b, AttachedInput) and id(b.tensor) not in covered:
                 guards.append(tensor_meta_guard(b.tensor, b.what))
@@ -519,14 +560,110 @@ class CompiledFunction:
             group.segments[skey] = runner
         return runner(*arrays)
 
-    def _check_dynamic(self, leaves: list[Any], paths: list[str]) -> None:
-        if self.dynamic and not self._dynamic_warned:
-            self._dynamic_warned = True
-            warnings.warn(f"compile({self.name}, dynamic=True): symbolic shapes are not available in "
-                          f"this version; each new input shape captures and compiles a new graph "
-                          f"(counted against recompile_limit)", UserWarning, stacklevel=4)
-        if self.dynamic_shapes is not None:
-            check_dynamic_shapes(self.dynamic_shapes, self._signature, leaves, paths)
+    def _check_dynamic(self, leaves: list[Any], paths: list[str]) -> dict:
+        if self.dynamic_shapes is None:
+            return {}
+        return check_dynamic_shapes(self.dynamic_shapes, self._signature, leaves, paths)
+
+    def _automatic_dynamic(self, key: tuple, leaves: list[Any], paths: list[str]) -> str:
+        """dynamic=None: when this call misses only because tensor sizes differ from an
+        entry's capture, remember those dims as dynamic; returns them in words ("" if none)."""
+        if self.dynamic is not None or not self._group.order:
+            return ""
+        for entry in reversed(self._group.order):
+            if entry.config != self._config:
+                continue
+            changed = size_changes(entry.exact_key, key)
+            if changed:
+                auto = self._group.auto_dynamic
+                new = [(i, d) for i, d in changed if d not in auto.get(paths[i], ())]
+                for i, d in changed:
+                    auto.setdefault(paths[i], set()).add(d)
+                return ", ".join(f"{paths[i]} dim {d}" for i, d in new)
+        return ""
+
+    def _dynamic_dims(self, leaves: list[Any], paths: list[str], spec: dict) -> dict[int, dict[int, Any]]:
+        """Which argument dims this capture makes symbolic: every dim (dynamic=True), the
+        dims automatic dynamic has seen change (dynamic=None), never (dynamic=False); plus
+        the named dims of dynamic_shapes. Dims marked with mark_static stay static."""
+        if self.dynamic is False:
+            return {}
+        out: dict[int, dict[int, Any]] = {}
+        auto = self._group.auto_dynamic
+        for i, (path, leaf) in enumerate(zip(paths, leaves)):
+            if not isinstance(leaf, Tensor) or leaf._data is None:
+                continue
+            static = leaf._static_dims or frozenset()
+            if self.dynamic:
+                dims: dict[int, Any] = {d: None for d in range(leaf.ndim)}
+            else:
+                dims = {d: None for d in auto.get(path, ()) if d < leaf.ndim}
+            for d, label in spec.get(path, {}).items():
+                if not isinstance(label, int):
+                    dims[d] = label
+            dims = {d: v for d, v in dims.items() if d not in static}
+            if dims:
+                out[i] = dims
+        return out
+
+
+def mask_key(key: tuple, mask: tuple[tuple[int, int], ...]) -> tuple | None:
+    """``key`` with the sizes of the ``mask`` dims left out (None when the call's tensors do
+    not have those dims)."""
+    treedef, keys, alias, state = key
+    keys = list(keys)
+    for i, d in mask:
+        if i >= len(keys):
+            return None
+        k = keys[i]
+        if k[0] != "tensor" or d >= len(k[2]):
+            return None
+        shape = list(k[2])
+        shape[d] = None
+        keys[i] = k[:2] + (tuple(shape),) + k[3:]
+    return (treedef, tuple(keys), alias, state)
+
+
+def size_changes(old: tuple, new: tuple) -> list[tuple[int, int]]:
+    """The (leaf index, dim) whose sizes differ when two call keys differ only in tensor
+    sizes (same structure, ranks, dtypes and values); [] otherwise."""
+    o_tree, o_keys, o_alias, o_state = old
+    n_tree, n_keys, n_alias, n_state = new
+    if o_tree != n_tree or o_alias != n_alias or o_state != n_state or len(o_keys) != len(n_keys):
+        return []
+    changed: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(zip(o_keys, n_keys)):
+        if a == b:
+            continue
+        if a[0] != "tensor" or b[0] != "tensor" or a[:2] != b[:2] or a[3:] != b[3:] or len(a[2]) != len(b[2]):
+            return []
+        changed += [(i, d) for d, (x, y) in enumerate(zip(a[2], b[2])) if x != y]
+    return changed
+
+
+def check_named_dims(env: Any, spec: dict) -> None:
+    """A dimension named in dynamic_shapes must stay symbolic: a ValueError when the capture
+    made it a constant, or equal to a dimension of another name."""
+    from .symbolic.shape_env import ShapeEnv
+
+    assert isinstance(env, ShapeEnv)
+    for s, info in env.infos.items():
+        if info.name is None:
+            continue
+        value = env.replacements.get(s)
+        if value is None:
+            continue
+        other = env.infos.get(value) if hasattr(value, "is_Symbol") and value.is_Symbol else None
+        if other is not None and (other.name is None or other.name == info.name):
+            continue
+        why = next((sp for sp in env.specializations if sp.source == info.source), None)
+        reason = f": {why.why}" + (f" at {why.loc}" if why is not None and why.loc is not None else "") \
+            if why is not None else ""
+        what = f"equal to {other.source} (dimension {other.name!r})" if other is not None else \
+            f"the constant {value}"
+        raise ValueError(f"dynamic_shapes: {info.source} is named {info.name!r} (dynamic), but the "
+                         f"program requires it to be {what}{reason}. Remove the name from "
+                         f"dynamic_shapes (or give both dimensions one name)")
 
 
 def _rebuild(fn: Callable[..., Any], options: dict[str, Any]) -> CompiledFunction:
@@ -623,6 +760,15 @@ def _dim_name(d: Any) -> Any:
     return d.__name__ if hasattr(d, "__name__") and not isinstance(d, (str, int)) else d
 
 
+def _dim_label(d: Any) -> Any:
+    """A spec entry as recorded: an int (static size), a name, or a Dim (name with bounds)."""
+    from .symbolic.dims import Dim
+
+    if isinstance(d, (str, int, Dim)):
+        return d
+    return Dim(d.__name__, min=getattr(d, "min", None), max=getattr(d, "max", None))
+
+
 def check_dynamic_shapes(spec: Any, params: list[str] | None, leaves: list[Any], paths: list[str]) -> dict:
     """Match ``spec`` against one call's arguments; returns {path: {dim: name}} or raises
     ValueError naming the argument whose spec does not fit."""
@@ -656,13 +802,22 @@ def check_dynamic_shapes(spec: Any, params: list[str] | None, leaves: list[Any],
                     raise ValueError(f"dynamic_shapes: {path} dim {d} is specified as {label} but has "
                                      f"size {size}")
                 continue
+            name = _dim_name(label)
             if static is True or (isinstance(static, (set, frozenset, tuple, list)) and d in static):
-                raise ValueError(f"dynamic_shapes: {path} dim {d} is named {label!r} (dynamic) but was "
+                raise ValueError(f"dynamic_shapes: {path} dim {d} is named {name!r} (dynamic) but was "
                                  f"marked static with mark_static")
-            prev = sizes.setdefault(label, (size, f"{path} dim {d}"))
+            lo, hi = getattr(label, "min", None), getattr(label, "max", None)
+            if (lo is not None and size < lo) or (hi is not None and size > hi):
+                raise ValueError(f"dynamic_shapes: {path} dim {d} ({name!r}) has size {size}, outside "
+                                 f"{label!r}'s range [{lo if lo is not None else 0}, "
+                                 f"{hi if hi is not None else 'inf'}]")
+            prev = sizes.setdefault(name, (size, f"{path} dim {d}", label))
             if prev[0] != size:
-                raise ValueError(f"dynamic_shapes: dimension {label!r} has size {prev[0]} at {prev[1]} "
+                raise ValueError(f"dynamic_shapes: dimension {name!r} has size {prev[0]} at {prev[1]} "
                                  f"but {size} at {path} dim {d}; dims with one name must agree")
+            if not isinstance(label, str) and isinstance(prev[2], type(label)) and prev[2] != label:
+                raise ValueError(f"dynamic_shapes: dimension {name!r} is given as {prev[2]!r} at {prev[1]} "
+                                 f"and as {label!r} at {path} dim {d}; one name has one range")
     return resolved
 
 
@@ -688,7 +843,7 @@ def _match(entry: Any, path: str, leaves: dict[str, Any], out: dict) -> None:
         for d in dims:
             if not -leaf.ndim <= d < leaf.ndim:
                 raise ValueError(f"dynamic_shapes: {path} has {leaf.ndim} dims; dim {d} is out of range")
-        out[path] = {d % leaf.ndim: _dim_name(v) for d, v in dims.items()}
+        out[path] = {d % leaf.ndim: _dim_label(v) for d, v in dims.items()}
         return
     if isinstance(entry, dict) and not _is_dim_map(entry):
         for k, sub in entry.items():

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from ..dialects.tp import dtypes as dt
+from ..dialects.tp.symbolic import SymInt
 from .._tensor import Tensor
 
-__all__ = ["is_scalar", "scalar_tensor", "tensor_operands", "as_tensor_arg", "int_tuple"]
+__all__ = ["is_scalar", "scalar_tensor", "size_tensor", "tensor_operands", "as_tensor_arg", "int_tuple"]
 
 
 def is_scalar(value: Any) -> bool:
@@ -28,6 +29,13 @@ def scalar_tensor(value: Any, dtype: dt.DType, op: str = "") -> Tensor:
     if dtype.is_integer and isinstance(value, (float, np.floating)):
         value = int(value)
     return Tensor._wrap(np.array(value, dtype=dtype.np_dtype))
+
+
+def size_tensor(size: SymInt, dtype: dt.DType) -> Tensor:
+    """A 0-d tensor holding a symbolic size (computed when the program runs)."""
+    from .._dispatch import apply
+
+    return apply("tp.full", shape=(), value=size, dtype=dtype)
 
 
 def as_tensor_arg(value: Any, op: str, name: str = "input") -> Tensor:
@@ -53,6 +61,8 @@ def tensor_operands(op: str, *args: Any) -> list[Tensor]:
             parts.append((dt.from_numpy_dtype(a.dtype), a.ndim))
         elif is_scalar(a):
             parts.append(a)
+        elif isinstance(a, SymInt):
+            parts.append(1)  # promotes like the Python int it stands for
         else:
             raise TypeError(f"{op}(): unsupported operand type {type(a).__name__} "
                             f"(argument {i}); expected a Tensor or a number")
@@ -63,13 +73,16 @@ def tensor_operands(op: str, *args: Any) -> list[Tensor]:
             out.append(a)
         elif isinstance(a, np.ndarray):
             out.append(Tensor._wrap(a))
+        elif isinstance(a, SymInt):
+            out.append(size_tensor(a, result))
         else:
             out.append(scalar_tensor(a, result, op))
     return out
 
 
 def int_tuple(op: str, name: str, args: Sequence[Any]) -> tuple[int, ...]:
-    """Sizes or dims given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])`` as a tuple of ints."""
+    """Sizes or dims given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])`` as a tuple of ints
+    (symbolic sizes from a capture stay :class:`SymInt`)."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)) or (
             len(args) == 1 and isinstance(args[0], Tensor) and args[0].ndim == 1):
         args = tuple(args[0])
@@ -77,6 +90,9 @@ def int_tuple(op: str, name: str, args: Sequence[Any]) -> tuple[int, ...]:
     for v in args:
         if isinstance(v, Tensor):
             v = v.item()
+        if isinstance(v, SymInt):
+            out.append(v)
+            continue
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
             raise TypeError(f"{op}(): argument '{name}' must be a sequence of ints, but found "
                             f"element of type {type(v).__name__}")

@@ -16,6 +16,7 @@ import numpy as np
 
 from .._dispatch import apply
 from .._tensor import Tensor
+from ..dialects.tp.symbolic import SymInt
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import AttributeError_, DTypeError, ShapeError
 from ..dialects.tp.shapes import format_shape
@@ -36,10 +37,13 @@ def _ints(op: str, name: str, value: Any, n: int) -> tuple[int, ...]:
     """An int or a sequence of ``n`` ints (a 1-sequence repeats) as an ``n``-tuple."""
     if isinstance(value, Tensor):
         value = value.tolist()
+    if isinstance(value, SymInt):
+        value = int(value)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return (int(value),) * n
     if isinstance(value, (tuple, list)):
-        items = list(value)
+        # a symbolic size as a window size is made a constant (specialized)
+        items = [int(v) if isinstance(v, SymInt) else v for v in value]
         if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in items):
             if len(items) == 1:
                 return (int(items[0]),) * n

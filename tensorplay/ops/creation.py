@@ -11,6 +11,7 @@ from .._device import as_device
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
+from ..dialects.tp.symbolic import SymInt
 from ._helpers import int_tuple, is_scalar
 
 __all__ = [
@@ -180,7 +181,7 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any 
 def _number(value: Any, name: str) -> float | int:
     if isinstance(value, Tensor):
         value = value.item()
-    if not is_scalar(value):
+    if not is_scalar(value) and not isinstance(value, SymInt):
         raise TypeError(f"arange(): argument '{name}' must be a number, got {type(value).__name__}")
     return value
 
@@ -194,11 +195,13 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
         start, end = 0, start
     start, end, step = _number(start, "start"), _number(end, "end"), _number(step, "step")
     if dtype is None:
-        all_int = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
+        all_int = all(isinstance(v, (int, np.integer, SymInt)) for v in (start, end, step))
         d = dt.int64 if all_int else dt.get_default_dtype()
     else:
         d = dt.as_dtype(dtype)
-    out = apply("tp.arange", start=float(start), end=float(end), step=float(step), dtype=d)
+    # a symbolic size stays symbolic (the attribute holds its expression)
+    start, end, step = (v if isinstance(v, SymInt) else float(v) for v in (start, end, step))
+    out = apply("tp.arange", start=start, end=end, step=step, dtype=d)
     return _finish(out, requires_grad)
 
 

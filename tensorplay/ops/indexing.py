@@ -23,6 +23,8 @@ from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import registry
+from ..dialects.tp import symbolic as sym
+from ..dialects.tp.ops.shape import slice_length, clamp_bound
 from ..dialects.tp.errors import DTypeError, ShapeError
 from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes, format_shape, normalize_dim
@@ -42,7 +44,8 @@ __all__ = [
 def _result_shape(op: str, operands: Sequence[Tensor], **attrs: Any) -> tuple[Any, ...]:
     """The shape ``op`` would give, from inference alone (nothing runs or is recorded)."""
     o = registry.lookup(op)
-    return o.verify([t._tensor_type() for t in operands], o.normalize_attrs(attrs))[0].shape
+    shape = o.verify([t._tensor_type() for t in operands], o.normalize_attrs(attrs))[0].shape
+    return tuple(sym.as_user_size(d) if sym.is_symbolic(d) else d for d in shape)
 
 
 class _SliceStep:
@@ -149,6 +152,16 @@ def _slice_bounds(item: slice, size: Any) -> tuple[int, int, int, Any]:
         raise ValueError("slice step cannot be zero")
     if step < 0:
         raise ValueError("step must be greater than zero")
+    if isinstance(size, sym.SymInt) or isinstance(item.start, sym.SymInt) or isinstance(item.stop, sym.SymInt):
+        if size is None:
+            size = SLICE_END  # unknown size: bounds are normalized at run time
+        # symbolic sizes or bounds: normalized bounds as expressions (settled by the ranges)
+        start = 0 if item.start is None else item.start
+        stop = size if item.stop is None else item.stop
+        first = clamp_bound(sym.as_size(start), sym.as_size(size))
+        last = sym.size_max(clamp_bound(sym.as_size(stop), sym.as_size(size)), first)
+        n = slice_length(sym.as_size(size), first, last, step)
+        return (sym.as_user_size(first), sym.as_user_size(last), step, sym.as_user_size(n))
     if size is not None:
         start, stop, step = slice(item.start, item.stop, step).indices(size)
         stop = max(stop, start)
@@ -193,7 +206,7 @@ def _plan(x: Tensor, key: Any) -> list[Any]:
             if size is not None:
                 if not -size <= v < size:
                     raise IndexError(f"index {v} is out of bounds for dimension {d} with size {size}")
-                v %= size
+                v = v + size if v < 0 else v
             starts[d], ends[d] = v, (v + 1 if v != -1 else SLICE_END)
             sliced[d] = 1
             d += 1
@@ -221,7 +234,7 @@ def _plan(x: Tensor, key: Any) -> list[Any]:
     view.extend(shape[d:])
 
     plan: list[Any] = []
-    full = all(b == 0 and s == 1 and (e == SLICE_END if n is None else e == n)
+    full = all(sym.known_eq(b, 0) and s == 1 and (sym.known_eq(e, SLICE_END) if n is None else sym.known_eq(e, n))
                for b, e, s, n in zip(starts, ends, steps, shape))
     if not full:
         plan.append(_SliceStep(starts, ends, steps))

@@ -17,6 +17,9 @@ from .. import dtypes as dt
 from ..errors import AttributeError_, DTypeError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape
+import sympy
+
+from .. import symbolic as sym
 from ..types import Dim, TensorType
 from ._common import compute_np_dtype
 from .elementwise import cast_array
@@ -25,7 +28,7 @@ __all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "p
 
 
 def _sizes(shape: tuple[Dim, ...]) -> str:
-    return "x".join("?" if d is None else str(d) for d in shape)
+    return "x".join(sym.size_text(d) for d in shape)
 
 
 def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
@@ -41,9 +44,9 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
                      ceil_mode: bool) -> int:
     """PyTorch's pooling output size along one dim (symmetric padding ``pad``)."""
     span = size + 2 * pad - dilation * (kernel - 1) - 1 + (stride - 1 if ceil_mode else 0)
-    out = span // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1  # the last window would start in the right padding
+    out = sym.as_size(sym.floordiv(sym.as_size(span), stride) + 1)
+    if ceil_mode and sym.ge(sym.as_size((out - 1) * stride), sym.as_size(size + pad), "pooling output size"):
+        out = sym.as_size(out - 1)  # the last window would start in the right padding
     return out
 
 
@@ -107,20 +110,22 @@ class Conv2d(_Spatial):
                                               f"groups={groups}")
         n, c, h, wd = x.shape
         o, cg, kh, kw = w.shape
-        if o is not None and o < groups:
+        if o is not None and sym.lt(o, groups, f"{self.name} groups"):
             raise self.error(ShapeError, f"Given groups={groups}, expected weight to be at least "
                                          f"{groups} at dimension 0, but got weight of size "
                                          f"{format_shape(w.shape)} instead")
-        if o is not None and o % groups:
+        if o is not None and groups != 1 and sym.eq(sym.as_size(o % groups if type(o) is int else
+                                                              sympy.Mod(o, groups)), 0, "groups") is False:
             raise self.error(ShapeError, f"Given groups={groups}, expected weight to be divisible "
                                          f"by {groups} at dimension 0, but got weight of size "
                                          f"{format_shape(w.shape)} instead")
-        if c is not None and cg is not None and c != cg * groups:
+        if c is not None and cg is not None and sym.eq(c, cg * groups, f"{self.name} channels") is False:
             raise self.error(ShapeError, f"Given groups={groups}, weight of size "
                                          f"{format_shape(w.shape)}, expected input"
                                          f"{format_shape(x.shape)} to have {cg * groups} channels, "
                                          f"but got {c} channels instead")
-        if b is not None and (b.rank != 1 or (o is not None and b.shape[0] not in (o, None))):
+        if b is not None and (b.rank != 1 or (o is not None and b.shape[0] is not None
+                                              and sym.eq(b.shape[0], o, f"{self.name} bias") is False)):
             raise self.error(ShapeError, f"Given weight of size {format_shape(w.shape)}, expected "
                                          f"bias to be 1-dimensional with {o} elements, but got bias "
                                          f"of size {format_shape(b.shape)} instead")
@@ -132,9 +137,9 @@ class Conv2d(_Spatial):
                 padded.append(None)
                 out.append(None)
                 continue
-            padded.append(size + lo + hi)
-            out.append((size + lo + hi - d * (k - 1) - 1) // s + 1)
-        if any(p is not None and p < d * (k - 1) + 1
+            padded.append(sym.as_size(size + lo + hi))
+            out.append(sym.as_size(sym.floordiv(sym.as_size(size + lo + hi - d * (k - 1) - 1), s) + 1))
+        if any(p is not None and sym.lt(p, d * (k - 1) + 1, f"{self.name} kernel size")
                for p, k, d in zip(padded, (kh, kw), dilation)):
             kernel = tuple(None if k is None else d * (k - 1) + 1 for k, d in zip((kh, kw), dilation))
             raise self.error(ShapeError, f"Calculated padded input size per channel: "
@@ -182,14 +187,14 @@ class _Pool2d(_Spatial):
             raise self.error(AttributeError_, f"pad should be at most half of kernel size, but got "
                                               f"padding={list(pad)} and kernel_size={list(kernel)}")
         n, c, h, w = t.shape
-        if any(d == 0 for d in (c, h, w)):
+        if any(d is not None and sym.eq(d, 0, f"{self.name} input size") for d in (c, h, w)):
             raise self.error(ShapeError, f"expected an input with non-zero channels, height and "
                                          f"width (only the batch may be empty), but got "
                                          f"{format_shape(t.shape)}")
         out = tuple(None if size is None else
                     pool_output_size(size, k, s, p, d, attrs["ceil_mode"])
                     for size, k, s, p, d in zip((h, w), kernel, stride, pad, dilation))
-        if any(o is not None and o < 1 for o in out):
+        if any(o is not None and sym.lt(o, 1, f"{self.name} output size") for o in out):
             raise self.error(ShapeError, f"Given input size: ({_sizes((c, h, w))}). Calculated "
                                          f"output size: ({_sizes((c,) + out)}). Output size is "
                                          f"too small")
@@ -374,22 +379,22 @@ class Pad(Op):
                 continue
             where = (f"padding ({lo}, {hi}) at dimension {dim} of input "
                      f"{format_shape(t.shape)}")
-            if mode == "reflect" and max(lo, hi) >= size:
+            if mode == "reflect" and sym.ge(max(lo, hi), size, "reflect padding"):
                 raise self.error(ShapeError, f"Padding size should be less than the corresponding "
                                              f"input dimension, but got: {where}")
-            if mode == "replicate" and size == 0 and max(lo, hi) > 0:
+            if mode == "replicate" and max(lo, hi) > 0 and sym.eq(size, 0, "replicate padding"):
                 raise self.error(ShapeError, f"cannot replicate the edge of an empty dim: {where}")
             if mode == "circular":
-                kept = size + min(lo, 0) + min(hi, 0)
-                if max(lo, hi) > kept:
+                kept = sym.as_size(size + min(lo, 0) + min(hi, 0))
+                if sym.gt(max(lo, hi), kept, "circular padding"):
                     raise self.error(ShapeError, f"Padding value causes wrapping around more than "
                                                  f"once: {where}")
-            if mode in ("reflect", "replicate") and (lo or hi) and size + lo + hi < 1:
+            if mode in ("reflect", "replicate") and (lo or hi) and sym.lt(sym.as_size(size + lo + hi), 1, "padding"):
                 raise self.error(ShapeError, f"input is too small: {where} gives an output size "
                                              f"of {size + lo + hi}")
-            if size + lo + hi < 0:
+            if sym.lt(sym.as_size(size + lo + hi), 0, "padding"):
                 raise self.error(ShapeError, f"{where} gives a negative size {size + lo + hi}")
-            shape.append(size + lo + hi)
+            shape.append(sym.as_size(size + lo + hi))
         return (TensorType(tuple(shape), t.dtype),)
 
     def reference(self, arrays, attrs):

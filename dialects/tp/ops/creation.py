@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+import sympy
+
 from .. import dtypes as dt
+from .. import symbolic as sym
 from ..errors import AttributeError_, ShapeError
 from ..registry import Attr, AttrKind, Op, register
 from ..types import TensorType, type_of_array
@@ -34,7 +37,7 @@ class Constant(Creation):
 
 def _check_shape(op: Op, shape: tuple[int, ...]) -> None:
     for d in shape:
-        if d < 0:
+        if (d < 0 if type(d) is int else sym.lt(d, 0, f"{op.name} size")):
             raise op.error(ShapeError, f"Trying to create tensor with negative dimension {d}: "
                                        f"{list(shape)}")
 
@@ -44,7 +47,8 @@ class Full(Creation):
     """A tensor of ``shape`` filled with ``value``, converted to ``dtype``."""
 
     name = "tp.full"
-    attributes = (Attr("shape", AttrKind.INTS), Attr("value", AttrKind.FLOAT),
+    attributes = (Attr("shape", AttrKind.INTS, symbolic=True),
+                  Attr("value", AttrKind.FLOAT, symbolic=True, doc="a number, or a symbolic size"),
                   Attr("dtype", AttrKind.DTYPE))
 
     def infer(self, types, attrs):
@@ -63,6 +67,11 @@ class Full(Creation):
 
 def arange_length(start: float, end: float, step: float) -> int:
     """Number of elements of ``arange(start, end, step)``: ceil((end - start) / step)."""
+    if sym.is_symbolic(start) or sym.is_symbolic(end) or sym.is_symbolic(step):
+        exact = [sympy.Rational(v) if not sym.is_symbolic(v) else v for v in (start, end, step)]
+        n = sym.size_max(sym.as_size(sympy.ceiling((exact[1] - exact[0]) / exact[2])), 0)
+        oracle = sym.current_oracle()
+        return sym.as_size(oracle.simplify(n)) if oracle is not None else n
     return max(0, int(np.ceil((end - start) / step)))
 
 
@@ -71,11 +80,20 @@ class Arange(Creation):
     """The values ``start, start + step, ...`` below ``end`` (above it for negative steps)."""
 
     name = "tp.arange"
-    attributes = (Attr("start", AttrKind.FLOAT, 0.0), Attr("end", AttrKind.FLOAT),
-                  Attr("step", AttrKind.FLOAT, 1.0), Attr("dtype", AttrKind.DTYPE))
+    attributes = (Attr("start", AttrKind.FLOAT, 0.0, symbolic=True), Attr("end", AttrKind.FLOAT, symbolic=True),
+                  Attr("step", AttrKind.FLOAT, 1.0, symbolic=True), Attr("dtype", AttrKind.DTYPE))
 
     def infer(self, types, attrs):
         start, end, step = attrs["start"], attrs["end"], attrs["step"]
+        if any(sym.is_symbolic(v) for v in (start, end, step)):
+            if sym.eq(step, 0, "arange step"):
+                raise self.error(AttributeError_, "step must be nonzero")
+            a, b, c = (sympy.Rational(v) if not sym.is_symbolic(v) else v for v in (start, end, step))
+            backwards = sympy.Lt((b - a) * c, 0)
+            if sym.decide(backwards, "arange bounds") and sym.ne(end, start, "arange bounds"):
+                raise self.error(AttributeError_, f"upper bound and larger bound inconsistent with step "
+                                                  f"sign (start={start}, end={end}, step={step})")
+            return (TensorType((arange_length(start, end, step),), attrs["dtype"]),)
         if step == 0:
             raise self.error(AttributeError_, "step must be nonzero")
         if (end - start) * step < 0 and end != start:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import dtypes as dt
+from .. import symbolic as sym
 from ..errors import DimError, DTypeError, OpError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes, format_shape, normalize_dim
@@ -65,7 +66,7 @@ class Gather(Indexing):
                                          f"{format_shape(t.shape)})")
         dim = normalize_dim(self.name, attrs["dim"], t.rank)
         for d, (i, s) in enumerate(zip(index.shape, t.shape)):
-            if d != dim and i is not None and s is not None and i > s:
+            if d != dim and i is not None and s is not None and sym.gt(i, s, f"{self.name} index size"):
                 raise self.error(ShapeError, f"Size does not match at dimension {d} expected index "
                                              f"{format_shape(index.shape)} to be no larger than self "
                                              f"{format_shape(t.shape)} apart from dimension {dim}")
@@ -205,7 +206,8 @@ class IndexPut(Indexing):
         if values.dtype is not t.dtype:
             raise self.error(DTypeError, f"values have dtype {values.dtype.name}, input "
                                          f"{t.dtype.name}")
-        if values.rank != len(shape) or any(a is not None and b is not None and a != b
+        if values.rank != len(shape) or any(a is not None and b is not None
+                                            and sym.eq(a, b, f"{self.name} values") is False
                                             for a, b in zip(values.shape, shape)):
             raise self.error(ShapeError, f"values of shape {format_shape(values.shape)} do not match "
                                          f"the indexing result of shape {format_shape(shape)}")

@@ -3,6 +3,8 @@
 They move or copy elements without computing new values, so they accept every dtype and
 keep it. A ``None`` dimension (a size known only at run time) flows through wherever the
 result size does not depend on it; the reference checks such sizes on the real arrays.
+Symbolic sizes (sympy expressions) flow through every rule, and size attributes
+(``shape``, ``starts``, ``ends``) may hold them: the result sizes are expressions too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+import sympy
+
+from .. import symbolic as sym
 from ..errors import DimError, DTypeError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim
@@ -24,11 +29,11 @@ SLICE_END = 2**63 - 1
 def static_numel(shape: Sequence[Dim]) -> Dim:
     """Number of elements, ``None`` when a dynamic dimension makes it unknown (a static zero
     dimension still makes it zero)."""
-    if any(d == 0 for d in shape if d is not None):
+    if any(type(d) is int and d == 0 for d in shape):
         return 0
     if any(d is None for d in shape):
         return None
-    return math.prod(shape)
+    return sym.as_size(math.prod(shape))
 
 
 class ShapeOp(Op):
@@ -38,31 +43,56 @@ class ShapeOp(Op):
     operands = (Operand("input"),)
 
 
-def resolve_reshape(op: Op, shape: tuple[int, ...], numel: Dim) -> tuple[Dim, ...]:
+def resolve_reshape(op: Op, shape: tuple[Dim, ...], numel: Dim) -> tuple[Dim, ...]:
     """``shape`` with its ``-1`` entry resolved for ``numel`` elements (``None`` when the
-    element count is known only at run time)."""
+    element count is known only at run time). With symbolic sizes the inferred entry is an
+    expression; a division that is not exact becomes a guard that it is."""
     for i, d in enumerate(shape):
-        if d < -1:
+        if (type(d) is int and d < -1) or (sym.is_symbolic(d) and sym.lt(d, 0, "a reshape size")):
             raise op.error(ShapeError, f"invalid shape dimension {d} at index {i} of shape {list(shape)}")
-    inferred = [i for i, d in enumerate(shape) if d == -1]
+    inferred = [i for i, d in enumerate(shape) if type(d) is int and d == -1]
     if len(inferred) > 1:
         raise op.error(ShapeError, "only one dimension can be inferred")
     if numel is None:
-        return tuple(None if d == -1 else d for d in shape)
-    known = math.prod(d for d in shape if d != -1)
+        return tuple(None if type(d) is int and d == -1 else d for d in shape)
+    known = sym.as_size(math.prod(d for d in shape if not (type(d) is int and d == -1)))
+    if not sym.is_symbolic(numel) and not sym.is_symbolic(known):
+        if inferred:
+            if known == 0:
+                if numel == 0:
+                    raise op.error(ShapeError, f"cannot reshape tensor of 0 elements into shape "
+                                               f"{list(shape)} because the unspecified dimension size -1 "
+                                               f"can be any value and is ambiguous")
+            elif numel % known == 0:
+                out = list(shape)
+                out[inferred[0]] = numel // known
+                return tuple(out)
+        elif known == numel:
+            return shape
+        raise op.error(ShapeError, f"shape '{list(shape)}' is invalid for input of size {numel}")
+    why = f"{op.name} to {format_shape(shape)}"
     if inferred:
-        if known == 0:
-            if numel == 0:
-                raise op.error(ShapeError, f"cannot reshape tensor of 0 elements into shape {list(shape)} "
-                                           f"because the unspecified dimension size -1 can be any value "
-                                           f"and is ambiguous")
-        elif numel % known == 0:
-            out = list(shape)
-            out[inferred[0]] = numel // known
-            return tuple(out)
-    elif known == numel:
+        if sym.eq(known, 0, why):
+            if sym.eq(numel, 0, why) is not False:
+                raise op.error(ShapeError, f"cannot reshape tensor of 0 elements into shape "
+                                           f"{format_shape(shape)} because the unspecified dimension size "
+                                           f"-1 can be any value and is ambiguous")
+        else:
+            quotient = sympy.cancel(sympy.sympify(numel) / known)
+            if sympy.fraction(quotient)[1] == 1:
+                exact: Dim = sym.as_size(quotient)
+            elif sym.decide(sympy.Eq(sympy.Mod(numel, known), 0), why) is not False:
+                exact = sym.floordiv(numel, known)
+            else:
+                exact = None
+            if exact is not None:
+                out = list(shape)
+                out[inferred[0]] = exact
+                return tuple(out)
+    elif sym.eq(known, numel, why) is not False:
         return shape
-    raise op.error(ShapeError, f"shape '{list(shape)}' is invalid for input of size {numel}")
+    raise op.error(ShapeError, f"shape '{format_shape(shape)}' is invalid for input of size "
+                               f"{sym.size_text(numel)}")
 
 
 @register
@@ -70,7 +100,7 @@ class Reshape(ShapeOp):
     """Same elements in row-major order under a new ``shape``; one entry may be -1 (inferred)."""
 
     name = "tp.reshape"
-    attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1"),)
+    attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1", symbolic=True),)
 
     def infer(self, types, attrs):
         t = types[0]
@@ -109,7 +139,7 @@ class Permute(ShapeOp):
         return np.transpose(a, check_permutation(self, attrs["dims"], a.ndim))
 
 
-def resolve_broadcast(op: Op, in_shape: Sequence[Dim], target: Sequence[int]) -> tuple[Dim, ...]:
+def resolve_broadcast(op: Op, in_shape: Sequence[Dim], target: Sequence[Dim]) -> tuple[Dim, ...]:
     """The result of expanding ``in_shape`` to ``target`` (PyTorch's ``expand`` rules:
     new dimensions lead, -1 keeps an existing size, only size-1 dimensions stretch)."""
     n, r = len(target), len(in_shape)
@@ -117,24 +147,35 @@ def resolve_broadcast(op: Op, in_shape: Sequence[Dim], target: Sequence[int]) ->
         raise op.error(ShapeError, f"the number of sizes provided ({n}) must be greater or equal to the "
                                    f"number of dimensions in the tensor ({r})")
     lead = n - r
+    why = f"{op.name} to {format_shape(target)}"
     out: list[Dim] = []
     for i, size in enumerate(target):
+        symbolic = sym.is_symbolic(size)
         if i < lead:
-            if size < 0:
+            if not symbolic and size < 0:
                 raise op.error(ShapeError, f"The expanded size of the tensor ({size}) isn't allowed in a "
                                            f"leading, non-existing dimension {i}")
             out.append(size)
             continue
         have = in_shape[i - lead]
-        if size == -1:
+        if not symbolic and size == -1:
             out.append(have)
-        elif size >= 0 and (have is None or have == size or have == 1):
-            out.append(size)
-        else:
-            raise op.error(ShapeError, f"The expanded size of the tensor ({size}) must match the existing "
-                                       f"size ({'?' if have is None else have}) at non-singleton dimension "
-                                       f"{i}.  Target sizes: {list(target)}.  Tensor sizes: "
-                                       f"{format_shape(in_shape)}")
+            continue
+        if symbolic or size >= 0:
+            if have is None or (type(have) is int and have == 1):
+                out.append(size)
+                continue
+            same = sym.eq(have, size, why)
+            if same is None or same:
+                out.append(size)
+                continue
+            if sym.eq(have, 1, why):
+                out.append(size)
+                continue
+        raise op.error(ShapeError, f"The expanded size of the tensor ({sym.size_text(size)}) must match the "
+                                   f"existing size ({sym.size_text(have)}) at non-singleton dimension "
+                                   f"{i}.  Target sizes: {format_shape(target)}.  Tensor sizes: "
+                                   f"{format_shape(in_shape)}")
     return tuple(out)
 
 
@@ -143,7 +184,7 @@ class BroadcastTo(ShapeOp):
     """Repeat size-1 dimensions (and add leading ones) to reach ``shape``; -1 keeps a size."""
 
     name = "tp.broadcast_to"
-    attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size"),)
+    attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size", symbolic=True),)
 
     def infer(self, types, attrs):
         t = types[0]
@@ -187,25 +228,54 @@ class Concat(Op):
                 a, b = shape[d], t.shape[d]
                 if a is None:
                     shape[d] = b
-                elif b is not None and a != b:
+                elif b is not None and sym.eq(a, b, f"{self.name} along dim {dim}") is False:
                     raise self.error(ShapeError, f"Sizes of tensors must match except in dimension "
-                                                 f"{dim}. Expected size {a} but got size {b} for tensor "
-                                                 f"number {i} in the list.")
+                                                 f"{dim}. Expected size {sym.size_text(a)} but got size "
+                                                 f"{sym.size_text(b)} for tensor number {i} in the list.")
+                elif type(b) is int:
+                    shape[d] = b
         sizes = [t.shape[dim] for t in types]
-        shape[dim] = None if any(s is None for s in sizes) else sum(sizes)
+        shape[dim] = None if any(s is None for s in sizes) else sym.as_size(sum(sizes))
         return (TensorType(tuple(shape), first.dtype),)
 
     def reference(self, arrays, attrs):
         return np.concatenate(arrays, axis=normalize_dim(self.name, attrs["dim"], arrays[0].ndim))
 
 
+def clamp_bound(bound: Dim, size: Dim) -> Dim:
+    """Python's slice rule for one bound (positive step): negative counts from the end, the
+    result lies in ``[0, size]``."""
+    if type(bound) is int:
+        if bound >= 0:
+            return size if bound >= SLICE_END else sym.size_min(bound, size)
+        return sym.size_max(sym.as_size(size + bound), 0)
+    negative = sym.lt(bound, 0, "a slice bound")
+    if negative:
+        return sym.size_max(sym.as_size(size + bound), 0)
+    return sym.size_min(bound, size)
+
+
+def slice_length(size: Dim, start: Dim, end: Dim, step: int) -> Dim:
+    """``len(range(size)[start:end:step])`` for sizes that may be symbolic."""
+    if size is None:
+        return None
+    if type(size) is int and type(start) is int and type(end) is int:
+        return len(range(*slice(start, end, step).indices(size)))
+    first, last = clamp_bound(start, size), clamp_bound(end, size)
+    span = sym.size_max(sym.as_size(last - first), 0)
+    n = sym.ceildiv(span, step)
+    oracle = sym.current_oracle()
+    return sym.as_size(oracle.simplify(n)) if oracle is not None else n
+
+
 class Strided(ShapeOp):
     """Base of the ops that address a strided box: per-dimension ``starts``, ``ends`` and
     positive ``steps``, with Python's slice rules (negative bounds count from the end,
-    bounds clamp to the size), so boxes over dynamic dimensions need no sizes."""
+    bounds clamp to the size), so boxes over dynamic dimensions need no sizes. Starts and
+    ends may be symbolic sizes."""
 
-    attributes = (Attr("starts", AttrKind.INTS, doc="first index per dimension"),
-                  Attr("ends", AttrKind.INTS, doc="end (exclusive) per dimension"),
+    attributes = (Attr("starts", AttrKind.INTS, doc="first index per dimension", symbolic=True),
+                  Attr("ends", AttrKind.INTS, doc="end (exclusive) per dimension", symbolic=True),
                   Attr("steps", AttrKind.INTS, doc="positive stride per dimension"))
 
     def box(self, shape: Sequence[Dim], attrs) -> tuple[Dim, ...]:
@@ -218,7 +288,7 @@ class Strided(ShapeOp):
         for size, start, end, step in zip(shape, starts, ends, steps):
             if step <= 0:
                 raise self.error(ShapeError, f"step must be greater than zero, got {step}")
-            out.append(None if size is None else len(range(*slice(start, end, step).indices(size))))
+            out.append(slice_length(size, start, end, step))
         return tuple(out)
 
     @staticmethod
@@ -252,7 +322,8 @@ class SliceUpdate(Strided):
         box = self.box(t.shape, attrs)
         if u.dtype is not t.dtype:
             raise self.error(DTypeError, f"update has dtype {u.dtype.name}, input {t.dtype.name}")
-        if u.rank != len(box) or any(a is not None and b is not None and a != b
+        if u.rank != len(box) or any(a is not None and b is not None
+                                     and sym.eq(a, b, f"{self.name} box") is False
                                      for a, b in zip(box, u.shape)):
             raise self.error(ShapeError, f"update of shape {format_shape(u.shape)} does not fit the "
                                          f"box of shape {format_shape(box)}")

@@ -62,7 +62,9 @@ Semantics of the Capture API (what :mod:`tensorplay.compiler.markers` relies on)
 
 Extras used by markers: :func:`suspended` (a context manager running its block eagerly
 with no session; call ``graph_break`` first when capture tensors are live) and
-:func:`region_compiler`.
+:func:`region_compiler`. Export uses :func:`capture_once` (one whole-graph trace, returning
+its :class:`TraceResult`; ``dynamic_dims`` makes argument dims symbolic, whose relations the
+result's ``shape_guard`` and ``shape_env`` describe).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ from .session import (
     Capture,
     CaptureConfig,
     SegmentInfo,
+    TraceResult,
+    capture_once,
     current_capture,
     exporting,
     is_compiling,
@@ -81,4 +85,4 @@ from .session import (
 )
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
-           "is_exporting", "exporting", "suspended", "region_compiler"]
+           "is_exporting", "exporting", "suspended", "region_compiler", "capture_once", "TraceResult"]

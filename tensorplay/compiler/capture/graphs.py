@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from ...dialects.tp import symbolic as sym
 from ...dialects.tp.dtypes import DType
 from ...dialects.tp.graph import CALL, Graph, Value, interpret
+from ...dialects.tp.types import TensorType
 
 __all__ = ["structural_key", "format_graph", "interpret", "prune_inputs", "order_inputs_by_use", "op_counts",
-           "used_values"]
+           "used_values", "substitute_sizes", "type_key"]
 
 
 def structural_key(graph: Graph) -> str:
@@ -28,11 +30,18 @@ def structural_key(graph: Graph) -> str:
     return h.hexdigest()
 
 
+def type_key(t: TensorType) -> str:
+    """A type's text with its symbolic sizes spelled out (``tensor<s0x4xf32>``)."""
+    if t.has_static_shape:
+        return str(t)
+    return "tensor<" + "x".join(sym.size_text(d) for d in t.shape) + f"x{t.dtype.mlir}>"
+
+
 def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
     ref: dict[Value, str] = {}
     for i, v in enumerate(graph.inputs):
         ref[v] = f"i{i}"
-        h.update(f"in {v.type};".encode())
+        h.update(f"in {type_key(v.type)};".encode())
     for n, node in enumerate(graph.nodes):
         h.update(f"op {node.op}(".encode())
         h.update(",".join("_" if v is None else ref[v] for v in node.inputs).encode())
@@ -50,7 +59,7 @@ def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
                 _hash_attr(node.attrs[name], h)
         for j, r in enumerate(node.results):
             ref[r] = f"n{n}.{j}"
-            h.update(f"-> {r.type};".encode())
+            h.update(f"-> {type_key(r.type)};".encode())
     h.update(("out " + ",".join(ref[v] for v in graph.outputs)).encode())
 
 
@@ -67,6 +76,34 @@ def _hash_attr(value: Any, h: Any) -> None:
         h.update(b")")
     else:
         h.update(f"{type(value).__name__} {value!r};".encode())
+
+
+def _substitute_type(t: TensorType, simplify: Any) -> TensorType:
+    if t.has_static_shape:
+        return t
+    return TensorType(tuple(sym.as_size(simplify(d)) if sym.is_symbolic(d) else d for d in t.shape), t.dtype)
+
+
+def _substitute_attr(value: Any, simplify: Any) -> Any:
+    if sym.is_symbolic(value):
+        return sym.as_size(simplify(value))
+    if isinstance(value, tuple) and any(sym.is_symbolic(v) for v in value):
+        return tuple(sym.as_size(simplify(v)) if sym.is_symbolic(v) else v for v in value)
+    return value
+
+
+def substitute_sizes(graph: Graph, simplify: Any) -> None:
+    """Rewrite every symbolic size of ``graph`` and its callees (value types and size
+    attributes) with ``simplify`` (a shape environment's: replacements, settled Min/Max)."""
+    for g in [graph, *graph.callees()]:
+        for v in g.inputs:
+            v.type = _substitute_type(v.type, simplify)
+        for node in g.nodes:
+            for r in node.results:
+                r.type = _substitute_type(r.type, simplify)
+            if node.callee is None and any(sym.is_symbolic(v) or isinstance(v, tuple) for v in node.attrs.values()):
+                changed = {k: _substitute_attr(v, simplify) for k, v in node.attrs.items()}
+                node.attrs = node.opdef.normalize_attrs(changed)
 
 
 def used_values(graph: Graph) -> set[Value]:
@@ -115,7 +152,7 @@ def format_graph(graph: Graph) -> str:
     names: dict[Value, str] = {}
     for i, v in enumerate(graph.inputs):
         names[v] = f"%arg{i}"
-    lines = [f"graph @{graph.name}(" + ", ".join(f"{names[v]}: {v.type}" for v in graph.inputs) + ")"]
+    lines = [f"graph @{graph.name}(" + ", ".join(f"{names[v]}: {type_key(v.type)}" for v in graph.inputs) + ")"]
     k = 0
     for node in graph.nodes:
         outs = []
@@ -129,7 +166,7 @@ def format_graph(graph: Graph) -> str:
         else:
             attrs = ", ".join(f"{a}={_short(v)}" for a, v in node.attrs.items())
             text = f"{node.op}({args})" + (f" {{{attrs}}}" if attrs else "")
-        types = ", ".join(str(r.type) for r in node.results)
+        types = ", ".join(type_key(r.type) for r in node.results)
         where = f"  # {node.loc}" if node.loc is not None else ""
         lines.append(f"  {', '.join(outs)} = {text} : {types}{where}")
     lines.append("  return " + ", ".join(names.get(v, "%?") for v in graph.outputs))

@@ -50,6 +50,8 @@ def _leaf_key(leaf: Any) -> tuple:
         return ("tensor", t, data.shape, data.dtype, leaf.requires_grad, leaf._static_dims)
     if t is float:
         return ("float", leaf.hex())
+    if t is slice:  # unhashable before Python 3.12
+        return ("value", t, (_leaf_key(leaf.start), _leaf_key(leaf.stop), _leaf_key(leaf.step)))
     if t in _VALUE_TYPES:
         return ("value", t, leaf)
     if isinstance(leaf, (dt.DType, enum.Enum, np.dtype)):

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._tensor import Tensor
+from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph, Value
 from ..errors import GraphCaptureError
 from . import pytree
+from .graphs import substitute_sizes
 from .session import _REGION_COMPILERS, Capture, _Ref, user_loc
 
 __all__ = ["Region", "call_region"]
@@ -42,9 +44,14 @@ def _is_module(x: Any) -> bool:
     return isinstance(x, Module)
 
 
-def _leaf_signature(leaf: Any) -> Any:
+def _leaf_signature(leaf: Any, session: Capture | None = None) -> Any:
     if isinstance(leaf, Tensor):
-        return ("tensor", leaf._tensor_type(), leaf.requires_grad)
+        t = leaf._tensor_type()
+        if session is not None and not t.has_static_shape:
+            t = t.with_shape(tuple(sym.as_size(session.shape_env.simplify(d)) for d in t.shape))
+        return ("tensor", t, leaf.requires_grad)
+    if isinstance(leaf, sym.SymInt):
+        return ("size", leaf.env.simplify(leaf.node))
     if _is_module(leaf):
         state = tuple((n, t._tensor_type()) for n, t in leaf.named_parameters())
         state += tuple((n, t._tensor_type()) for n, t in leaf.named_buffers())
@@ -59,12 +66,23 @@ def _leaf_signature(leaf: Any) -> Any:
 def call_region(session: Capture, fn: Callable[..., Any], args: tuple, kwargs: dict, key: Any,
                 compiler: Any) -> Any:
     leaves, treedef = pytree.flatten((args, kwargs))
-    signature = (key, treedef, tuple(_leaf_signature(x) for x in leaves))
+
+    def signature() -> tuple:
+        sig = (key, treedef, tuple(_leaf_signature(x, session) for x in leaves))
+        if any(isinstance(x, sym.SymInt) or (isinstance(x, Tensor) and not x._tensor_type().has_static_shape)
+               for x in leaves):
+            # symbolic sizes mean something only in their capture (whose guards the trace recorded)
+            sig += (session.shape_env.serial,)
+        return sig
+
     cache = session.config.regions
-    region = cache.get(signature)
+    before = signature()
+    region = cache.get(before)
     if region is None:
         region = _trace(session, fn, leaves, treedef, compiler, len(cache))
-        cache[signature] = region
+        cache[before] = region
+        # what the trace decided about the sizes (a size made a constant) keys it too
+        cache.setdefault(signature(), region)
     return _call_site(session, region, leaves)
 
 
@@ -193,6 +211,14 @@ def _call_site(session: Capture, region: Region, leaves: list[Any]) -> Any:
                                     f"input, found {type(t).__name__}")
     values = [session.value_of(t) for t in sources]
     graph = session.current_graph()
+    if any(not v.type.has_static_shape for v in [*values, *region.callee.inputs]):
+        # symbolic sizes: compare what the capture knows now (a size the body made a constant
+        # is that constant at every site)
+        simplify = session.shape_env.simplify
+        substitute_sizes(region.callee, simplify)
+        for v in values:
+            if not v.type.has_static_shape:
+                v.type = v.type.with_shape(tuple(sym.as_size(simplify(d)) for d in v.type.shape))
     results = graph.add_call(region.callee, values, user_loc(2))
     region.sites += 1
     tensors = session.wrap_values(results, graph)

@@ -31,17 +31,21 @@ import numpy as np
 
 from ... import _dispatch
 from ..._tensor import Tensor
+from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph, Node, SourceLoc, Value
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType, type_of_array
 from .._logging import get_logger
 from ..errors import GraphCaptureError
+from ..symbolic.guard import ShapeGuard
+from ..symbolic.shape_env import ShapeEnv
 from . import pytree
 from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput
-from .graphs import format_graph, order_inputs_by_use, prune_inputs
+from .graphs import format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
-           "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler"]
+           "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler", "capture_once",
+           "TraceResult"]
 
 TRACE = "trace"
 LAZY = "lazy"
@@ -200,6 +204,8 @@ class CaptureConfig:
 
     ``run_graph(graph, arrays, segment)`` compiles (or finds) and runs a graph, returning
     one array per output; ``regions`` caches nested compile regions across calls.
+    ``dynamic_dims`` names the argument dimensions captured with symbolic sizes: flattened
+    argument index -> {dim: None or a dynamic_shapes name / ``Dim``}.
     """
 
     name: str = "main"
@@ -209,6 +215,7 @@ class CaptureConfig:
     dynamic: bool | None = None
     run_graph: Callable[[Graph, list[np.ndarray], bool], list[np.ndarray]] | None = None
     regions: dict = field(default_factory=dict)
+    dynamic_dims: dict[int, dict[int, Any]] | None = None
 
 
 class _Ref:
@@ -253,6 +260,8 @@ class TraceResult:
     out_spec: list[tuple]  # ("new", output index) | ("object", binding) | ("const", value)
     writebacks: list[tuple[Binding | weakref.ref, int]]  # (target, output index)
     guards: list[tuple[str, Callable[[], bool]]]
+    shape_guard: ShapeGuard | None = None
+    shape_env: ShapeEnv | None = None
 
 
 class Capture:
@@ -269,6 +278,8 @@ class Capture:
         self._atomic: list[str] = []
         self._regions: list[Any] = []  # regions._RegionFrame, innermost last
         self._segment_index = 0
+        self.shape_env = ShapeEnv(config.name)
+        self._arg_dims: list[tuple[int, int, str, Any]] = []  # symbolic argument dims
         self._new_graph()
 
     # -- public contract ------------------------------------------------------------------
@@ -333,12 +344,18 @@ class Capture:
             if o is not None and o._data is None:
                 captured = True
                 break
-        if not all(t.has_static_shape for t in result_types):
+        if any(d is None for t in result_types for d in t.shape):
             if captured:
                 self.graph_break(f"{op.name} has a data-dependent output shape")
             return NotImplemented
         inputs = tuple(None if o is None else self.value_of(o) for o in operands)
         return self._emit(op.name, inputs, attrs, result_types)
+
+    def symbolic_sizes(self, tensor: Tensor, shape: tuple) -> tuple:
+        """``x.shape`` of a tensor with symbolic sizes: ints and SymInts of its capture."""
+        owner = getattr(tensor._capture, "session", None)
+        env = owner.shape_env if isinstance(owner, Capture) else self.shape_env
+        return tuple(env.wrap(d) for d in shape)
 
     def concrete_value(self, tensor: Tensor, why: str) -> np.ndarray:
         """Python asked for a captured tensor's data: graph break, then its value."""
@@ -380,9 +397,12 @@ class Capture:
     def random_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """A random op: drawn by the eager generator; under trace, a graph input redrawn on
         every call in the same order."""
-        if any(isinstance(a, Tensor) and a._data is None
-               for a in pytree.flatten((args, kwargs))[0]):
+        leaves, tree = pytree.flatten((args, kwargs))
+        if any(isinstance(a, Tensor) and a._data is None for a in leaves):
             return self.run_eagerly(fn, args, kwargs, f"{_fn_name(fn)}() with a captured tensor argument")
+        if any(isinstance(a, sym.SymInt) for a in leaves):
+            # a draw is redone on every call with the same arguments: sizes become constants
+            args, kwargs = pytree.unflatten(tree, [int(a) if isinstance(a, sym.SymInt) else a for a in leaves])
         with suspended():
             out = fn(*args, **kwargs)
         if self.mode != TRACE or self._regions:
@@ -457,21 +477,43 @@ class Capture:
 
     # -- borrowing (trace mode) --------------------------------------------------------------
     def borrow_argument(self, tensor: Tensor, index: int, path: str) -> None:
-        self._borrow(tensor, ArgInput(index, tensor._data, path))
+        dims = (self.config.dynamic_dims or {}).get(index)
+        ttype = self._symbolic_type(tensor, index, path, dims) if dims and tensor._data is not None else None
+        self._borrow(tensor, ArgInput(index, tensor._data, path), ttype)
+
+    def _symbolic_type(self, tensor: Tensor, index: int, path: str, dims: dict[int, Any]) -> TensorType | None:
+        """The argument's type with a size symbol for each dim in ``dims`` (a dim of size 0
+        stays static unless it is named in dynamic_shapes)."""
+        if id(tensor) in self._borrowed:
+            return None
+        base = type_of_array(tensor._data)
+        shape = list(base.shape)
+        for d, spec in sorted(dims.items()):
+            size = shape[d]
+            if spec is None and size == 0:
+                continue
+            name = getattr(spec, "__name__", spec) if spec is not None else None
+            label = f"{path}.size({d})"
+            s = self.shape_env.create_symbol(size, label, name=name, lo=getattr(spec, "min", None),
+                                             hi=getattr(spec, "max", None))
+            shape[d] = s
+            self._arg_dims.append((index, d, label, s))
+        return TensorType(tuple(shape), base.dtype)
 
     def borrow_attached(self, tensor: Tensor, what: str) -> None:
         self._borrow(tensor, AttachedInput(tensor, tensor._data, what))
 
-    def _borrow(self, tensor: Tensor, binding: Binding) -> _Borrow | None:
+    def _borrow(self, tensor: Tensor, binding: Binding, ttype: TensorType | None = None) -> _Borrow | None:
         if id(tensor) in self._borrowed or tensor._data is None:
             return None
+        ttype = ttype or tensor._tensor_type()
         lifted = self._lifted.pop(id(tensor), None)
-        value = lifted[1] if lifted is not None else self._add_input(tensor._tensor_type(), binding)
+        value = lifted[1] if lifted is not None else self._add_input(ttype, binding)
         if lifted is not None:
             binding = self._bindings[value.index]
         borrow = _Borrow(tensor, tensor._data, value, binding)
         self._borrowed[id(tensor)] = borrow
-        tensor._type = tensor._tensor_type()
+        tensor._type = ttype
         tensor._data = None
         tensor._capture = _Ref(self, self.graph, value)
         return borrow
@@ -507,8 +549,13 @@ class Capture:
         return f"{self.config.name}_segment{self._segment_index}"
 
     def _flush(self) -> None:
-        """Compile and run the pending graph; every live capture tensor becomes concrete."""
+        """Compile and run the pending graph; every live capture tensor becomes concrete.
+        Segments have static sizes: a break specializes every symbolic size."""
         graph = self.graph
+        if self.shape_env.free():
+            self.shape_env.specialize_all("a graph break: the program runs in segments, which are "
+                                          "compiled for the sizes of each call")
+            substitute_sizes(graph, self.shape_env.simplify)
         first = dict(zip(graph.inputs, (b.first for b in self._bindings)))
         pending: list[tuple[Tensor, Value]] = []
         for b in self._borrowed.values():
@@ -563,7 +610,7 @@ class Capture:
 
         _stack().append(self)
         try:
-            with _dispatch.capture_handler(self):
+            with _dispatch.capture_handler(self), sym.deciding(self.shape_env):
                 _capture_entered(self)
                 try:
                     yield self
@@ -608,6 +655,8 @@ class Capture:
         except BaseException:
             self.abandon()
             raise
+        finally:
+            self.shape_env.close()
 
     def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """Run the function's Python with ops recorded lazily and run in segments."""
@@ -626,7 +675,10 @@ class Capture:
         graph = self.graph
         out_leaves, out_tree = pytree.flatten(box.pop())
         items: list[tuple] = []
+        leaf = None
         for leaf in out_leaves:
+            if isinstance(leaf, sym.SymInt):
+                leaf = int(leaf)  # a size returned as a Python value is fixed in the entry
             if isinstance(leaf, Tensor):
                 value = self.value_of(leaf)
                 borrow = self._borrowed.get(id(leaf))
@@ -683,9 +735,14 @@ class Capture:
             writebacks.append((wr, output(v)))
         graph.set_outputs(outputs)
         bindings = _fold_constants(graph, self._bindings)
+        shape_guard = None
+        if self._arg_dims:
+            substitute_sizes(graph, self.shape_env.simplify)
+            shape_guard = ShapeGuard(self.shape_env, self._arg_dims)
         if _log_graphs.isEnabledFor(logging.INFO):
             _log_graphs.info("captured graph of %s:\n%s", self.config.name, format_graph(graph))
-        return TraceResult(graph, bindings, out_tree, spec, writebacks, list(self.guards))
+        return TraceResult(graph, bindings, out_tree, spec, writebacks, list(self.guards), shape_guard,
+                           self.shape_env)
 
     def _break_error(self, info: BreakInfo) -> GraphCaptureError:
         where = f" at {info.loc}" if info.loc is not None else ""
@@ -709,6 +766,33 @@ class Capture:
         err.loc = info.loc
         err.source = info.source
         return err
+
+
+def capture_once(fn: Callable[..., Any], args: tuple, kwargs: dict, *, name: str,
+                 modules: Sequence[tuple[str, Any]] = (), regions: dict | None = None, exporting: bool = True,
+                 paths: Sequence[str] | None = None,
+                 dynamic_dims: dict[int, dict[int, Any]] | None = None) -> TraceResult:
+    """Trace one call of ``fn`` as a whole graph (fullgraph; an export session when
+    ``exporting``), borrowing the parameters and buffers of ``modules`` (``(prefix, module)``
+    pairs) like a compiled function does. ``paths`` names the flattened arguments in messages;
+    ``dynamic_dims`` makes argument dims symbolic (see :class:`CaptureConfig`)."""
+    leaves, treedef = pytree.flatten((args, kwargs or {}))
+    paths = list(paths) if paths is not None else pytree.leaf_paths(treedef)
+    config = CaptureConfig(name=name, fullgraph=True, exporting=exporting,
+                           regions=regions if regions is not None else {}, dynamic_dims=dynamic_dims)
+    with (_exporting_block() if exporting else _no_block()):
+        trace = Capture(config).run_trace(fn, args, kwargs or {}, leaves, paths, list(modules))
+    if trace is None:  # fullgraph breaks raise; kept as a clear failure
+        raise GraphCaptureError(f"{name}: the capture did not produce one graph")
+    return trace
+
+
+_exporting_block = exporting
+
+
+@contextmanager
+def _no_block() -> Iterator[None]:
+    yield
 
 
 #: fixed arrays up to this many elements become tp.constant nodes (foldable, no input)
@@ -735,10 +819,33 @@ def _fold_constants(graph: Graph, bindings: list[Binding]) -> list[Binding]:
     old = list(graph.inputs)
     used = {x for node in graph.nodes for x in node.inputs if x is not None} | set(graph.outputs)
     keep = [i for i, v in enumerate(old) if v in used or isinstance(bindings[i], RandomInput)]
+    needed = _symbols_used(graph) - {d for i in keep for d in old[i].type.shape if sym.is_symbolic(d)}
+    if needed:  # an unread argument still gives the sizes the graph computes with
+        for i, v in enumerate(old):
+            if i not in keep and needed & {d for d in v.type.shape if sym.is_symbolic(d)}:
+                keep.append(i)
+                needed -= set(v.type.shape)
+        keep.sort()
     graph.inputs = [old[i] for i in keep]
     for i, v in enumerate(graph.inputs):
         v.index = i
     return [bindings[i] for i in keep]
+
+
+def _symbols_used(graph: Graph) -> set:
+    """Size symbols the nodes and outputs of ``graph`` compute with."""
+    used: set = set()
+    for node in graph.nodes:
+        for r in node.results:
+            used |= sym.free_symbols(r.type.shape)
+        for a in node.attrs.values():
+            if sym.is_symbolic(a):
+                used |= a.free_symbols
+            elif isinstance(a, tuple):
+                used |= sym.free_symbols([x for x in a if sym.is_symbolic(x)])
+    for v in graph.outputs:
+        used |= sym.free_symbols(v.type.shape)
+    return used
 
 
 class _Dead:

@@ -1,0 +1,99 @@
+"""Symbolic sizes at run time: size expressions (sympy, from ``tp.shapes`` / ``tp.arg_shapes``)
+turned into ``index`` arithmetic over ``tensor.dim`` of the function's arguments.
+
+A function with symbolic sizes names, for each argument dimension that is not static, the
+expression of its size (``s0``, ``s1``, ...). Every other symbolic size in the function is
+an expression over those symbols, so one compiled function serves every size: the symbols
+are read from the arguments with ``tensor.dim`` and the expressions computed with
+``arith`` on ``index`` values (``floor`` is ``arith.floordivsi``, ``Mod`` is a floor
+remainder, ``Max``/``Min`` are ``arith.maxsi``/``arith.minsi``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from ...dialects.ir import arith, ir, tensor
+from ...dialects.tp import symbolic as sym
+from ...dialects.tp.types import TensorType
+from ._builder import index_const
+
+__all__ = ["SizeValues"]
+
+
+class SizeValues:
+    """Computes symbolic sizes as ``index`` values inside one function."""
+
+    def __init__(self, block: ir.Block, arg_types: Sequence[TensorType] | None):
+        self.block = block
+        self.sources: dict[sympy.Symbol, tuple[ir.Value, int]] = {}
+        self._symbols: dict[sympy.Symbol, ir.Value] = {}
+        for arg, t in zip(block.arguments, arg_types or ()):
+            for d, size in enumerate(t.shape):
+                if sym.is_symbolic(size) and size.is_Symbol and size not in self.sources:
+                    self.sources[size] = (arg, d)
+
+    def value(self, expr: Any) -> ir.Value:
+        """``expr`` (an int or a size expression) as an ``index`` value at the current
+        insertion point; symbols are read once, at the top of the function."""
+        if isinstance(expr, int):
+            return index_const(expr)
+        return self._build(expr)
+
+    def _symbol(self, s: sympy.Symbol) -> ir.Value:
+        v = self._symbols.get(s)
+        if v is None:
+            src = self.sources.get(s)
+            if src is None:
+                raise ValueError(f"the symbolic size {s} is not the size of any argument dimension")
+            arg, d = src
+            first = self.block.operations[0] if len(self.block.operations) else None
+            point = ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(self.block)
+            with point:
+                c = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), d)).result
+                v = tensor.DimOp(arg, c).result
+            self._symbols[s] = v
+        return v
+
+    def _build(self, e: Any) -> ir.Value:
+        if e.is_Integer:
+            return index_const(int(e))
+        if e.is_Symbol:
+            return self._symbol(e)
+        if isinstance(e, sympy.Add):
+            acc = self._build(e.args[0])
+            for a in e.args[1:]:
+                acc = arith.AddIOp(acc, self._build(a)).result
+            return acc
+        if isinstance(e, sympy.Mul):
+            if sympy.fraction(e)[1] != 1:
+                return self._build(sympy.floor(e))  # only exact quotients reach here
+            acc = self._build(e.args[0])
+            for a in e.args[1:]:
+                acc = arith.MulIOp(acc, self._build(a)).result
+            return acc
+        if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp >= 0:
+            acc = index_const(1)
+            base = self._build(e.base)
+            for _ in range(int(e.exp)):
+                acc = arith.MulIOp(acc, base).result
+            return acc
+        if isinstance(e, (sympy.floor, sympy.ceiling)):
+            num, den = sympy.fraction(sympy.together(e.args[0]))
+            a, b = self._build(sympy.expand(num)), self._build(den)
+            op = arith.FloorDivSIOp if isinstance(e, sympy.floor) else arith.CeilDivSIOp
+            return op(a, b).result
+        if isinstance(e, sympy.Mod):
+            a, b = self._build(e.args[0]), self._build(e.args[1])
+            q = arith.FloorDivSIOp(a, b).result
+            return arith.SubIOp(a, arith.MulIOp(b, q).result).result
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            op = arith.MaxSIOp if isinstance(e, sympy.Max) else arith.MinSIOp
+            acc = self._build(e.args[0])
+            for a in e.args[1:]:
+                acc = op(acc, self._build(a)).result
+            return acc
+        raise ValueError(f"cannot compute the size expression {e} at run time ({type(e).__name__})")

@@ -1,0 +1,206 @@
+"""Symbolic sizes in capture: one graph for many sizes, guards on sizes (branches, ranges,
+relations between arguments), specialization where Python needs an int, and the policies
+(dynamic=True / None with automatic dynamic / False), checked with the counting backend."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay.compiler.capture.graphs import format_graph
+
+
+def _arr(*shape, seed=0):
+    return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(np.float32)
+
+
+def _t(*shape, seed=0):
+    return tp.tensor(_arr(*shape, seed=seed))
+
+
+def _mlp(x, w):
+    b, t, c = x.shape
+    h = (x.reshape(b * t, c) @ w).relu()
+    return h.reshape(b, t, -1).sum(dim=1) / t
+
+
+def test_one_graph_serves_every_size(backend):
+    f = tp.compile(_mlp, backend=backend, dynamic=True)
+    w = _t(4, 3)
+    for b, t in [(2, 5), (7, 1), (1, 9), (3, 3)]:
+        x = _t(b, t, 4)
+        np.testing.assert_allclose(f(x, w).numpy(), _mlp(x, w).numpy(), rtol=1e-5, atol=1e-6)
+    assert backend.count == 1
+    text = format_graph(backend.graphs[0])
+    # every argument dim is symbolic; the matmul makes x.size(2) and w.size(0) one size
+    assert "(%arg0: tensor<s0xs1xs2xf32>, %arg1: tensor<s2xs4xf32>)" in text
+    assert "tensor<s0*s1xs2xf32>" in text
+
+
+def test_size_arithmetic_stays_symbolic(backend):
+    def f(x):
+        n = x.shape[1] // 2
+        return x[:, :n] * 2 + x[:, x.shape[1] - n:]
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    for shape in [(3, 8), (2, 5), (4, 1), (1, 12)]:
+        x = _t(*shape)
+        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert backend.count == 1
+
+
+def test_a_branch_on_a_size_compiles_each_side_once(backend):
+    def f(x):
+        if x.shape[0] > 8:
+            return x.sum(0)
+        return x.mean(0) * 10
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    for n in [12, 3, 9, 8, 30, 1, 16, 5]:
+        x = _t(n, 3)
+        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert backend.count == 2
+    guards = [e.shape_guard.describe() for e in g._group.order]
+    assert guards == [["x.size(0) >= 9"], ["x.size(0) <= 8"]]
+
+
+def test_sizes_shared_by_arguments_are_guarded_equal(backend):
+    g = tp.compile(lambda x, y: x + y, backend=backend, dynamic=True)
+    g(_t(4, 3), _t(4, 3))
+    g(_t(6, 2), _t(6, 2))
+    assert backend.count == 1
+    out = g(_t(6, 2), _t(1, 2))  # y.size(0) == x.size(0) no longer holds: a new graph broadcasts
+    np.testing.assert_allclose(out.numpy(), _arr(6, 2) + _arr(1, 2), rtol=1e-6)
+    assert backend.count == 2
+    assert g._group.order[0].shape_guard.describe() == ["y.size(0) == x.size(0)", "y.size(1) == x.size(1)"]
+
+
+def test_size_one_is_an_ordinary_size(backend):
+    """No 0/1 specialization: a size captured as 1 stays symbolic unless broadcasting depends on it."""
+    f = tp.compile(lambda x, b: x * 2 + b, backend=backend, dynamic=True)
+    bias = _t(3)
+    for n in [1, 4, 1, 7]:
+        x = _t(n, 3)
+        np.testing.assert_allclose(f(x, bias).numpy(), _arr(n, 3) * 2 + _arr(3), rtol=1e-6)
+    assert backend.count == 1
+
+
+def test_broadcasting_against_a_size_one_dimension_specializes_it(backend, caplog):
+    def f(x, y):
+        return x * y
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler.guards"):
+        g(_t(1, 5), _t(4, 5))  # x.size(0) broadcasts: it is specialized to 1
+    assert any("x.size(0) specialized to 1" in r.getMessage() and "broadcasting in tp.mul" in r.getMessage()
+               for r in caplog.records)
+    for xs, ys in [((1, 5), (9, 5)), ((3, 5), (3, 5)), ((3, 5), (1, 5))]:
+        x, y = _t(*xs), _t(*ys)
+        np.testing.assert_allclose(g(x, y).numpy(), f(x, y).numpy(), rtol=1e-6)
+
+
+def test_int_of_a_size_specializes_it(backend, caplog):
+    def f(x):
+        return x.reshape(int(x.shape[0]), -1)
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler.guards"):
+        g(_t(2, 3, 4))
+    assert any("x.size(0) specialized to 2: int() of the size" in r.getMessage() for r in caplog.records)
+    g(_t(2, 5, 4))
+    assert backend.count == 1
+    g(_t(3, 3, 4))
+    assert backend.count == 2
+
+
+def test_mark_static_keeps_a_dimension_static_under_dynamic_true(backend):
+    g = tp.compile(lambda x: x.sum(1), backend=backend, dynamic=True)
+    for n in (3, 4):
+        g(tp.compiler.mark_static(_t(2, n), 1))
+    assert backend.count == 2
+    g(tp.compiler.mark_static(_t(7, 4), 1))
+    assert backend.count == 2
+    assert "tensor<s0x4xf32>" in format_graph(backend.graphs[1])
+
+
+def test_dynamic_false_specializes_every_size(backend):
+    g = tp.compile(lambda x: x * 2, backend=backend, dynamic=False)
+    for n in (2, 3, 4, 3):
+        g(_t(n))
+    assert backend.count == 3
+
+
+def test_automatic_dynamic_recompiles_a_changed_size_once(backend, caplog):
+    g = tp.compile(_mlp, backend=backend)  # dynamic=None
+    w = _t(4, 3)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler.recompiles"):
+        g(_t(2, 3, 4), w)
+        assert "s0" not in format_graph(backend.graphs[0])  # the first capture is static
+        g(_t(5, 3, 4), w)
+    assert backend.count == 2
+    assert any("automatic dynamic: x dim 0 now dynamic" in r.getMessage() for r in caplog.records)
+    for b in (1, 9, 64):
+        g(_t(b, 3, 4), w)
+    assert backend.count == 2
+    g(_t(4, 6, 4), w)  # the sequence length changes too: one more capture, both dynamic
+    for b, t in [(3, 2), (8, 11), (1, 1)]:
+        x = _t(b, t, 4)
+        np.testing.assert_allclose(g(x, w).numpy(), _mlp(x, w).numpy(), rtol=1e-5, atol=1e-6)
+    assert backend.count == 3
+
+
+def test_python_results_that_are_sizes_are_fixed_by_a_guard(backend):
+    g = tp.compile(lambda x: (x * 2, x.shape[0]), backend=backend, dynamic=True)
+    assert g(_t(3, 2))[1] == 3
+    assert g(_t(5, 2))[1] == 5
+    assert backend.count == 2
+
+
+def test_a_graph_break_specializes_sizes_and_still_matches_eager(backend):
+    def f(x):
+        n = x.shape[0]
+        y = x * 2
+        if y.sum() > 0:  # graph break
+            return y[: n // 2]
+        return y[n // 2:]
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    for n in (4, 6, 4):
+        for sign in (1, -1):
+            x = tp.tensor(np.abs(_arr(n, 2)) * sign)
+            np.testing.assert_allclose(g(x).numpy(), f(x).numpy())
+
+
+def test_symbolic_sizes_do_not_outlive_their_capture(backend):
+    kept = []
+
+    def f(x):
+        kept.append(x.shape[0])
+        return x + 1
+
+    tp.compile(f, backend=backend, dynamic=True)(_t(3))
+    with pytest.raises(RuntimeError, match="used after that capture finished"):
+        kept[0] + 1 > 2  # noqa: B015
+
+
+def test_nested_regions_take_symbolic_sizes(backend):
+    w = _t(3, 3)
+
+    @tp.compiler.nested_compile_region
+    def layer(x):
+        return (x @ w).relu() + x.shape[0]
+
+    def f(x):
+        return layer(layer(x))
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    for n in (2, 5, 1):
+        x = _t(n, 3)
+        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert backend.count == 1
+    (graph,) = backend.graphs
+    (callee,) = graph.callees()  # both sites call one callee
+    assert "tensor<s0x3xf32>" in format_graph(callee)
