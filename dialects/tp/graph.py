@@ -127,6 +127,23 @@ class Graph:
     def set_outputs(self, values: Sequence[Value]) -> None:
         self.outputs = list(values)
 
+    def size_symbols_used(self, *, outputs: bool = True) -> set:
+        """The size symbols its nodes' result types and size attributes (and, with ``outputs``,
+        its output types) compute with."""
+        used: set = set()
+        for node in self.nodes:
+            for r in node.results:
+                used |= sym.free_symbols(r.type.shape)
+            for a in node.attrs.values():
+                if sym.is_symbolic(a):
+                    used |= a.free_symbols
+                elif isinstance(a, tuple):
+                    used |= sym.free_symbols([x for x in a if sym.is_symbolic(x)])
+        if outputs:
+            for v in self.outputs:
+                used |= sym.free_symbols(v.type.shape)
+        return used
+
 
 def interpret(graph: Graph, arrays: Sequence[Any]) -> list[Any]:
     """Evaluate ``graph`` on numpy ``arrays`` (one per input) with each op's reference

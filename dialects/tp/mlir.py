@@ -21,7 +21,7 @@ from .. import ir as _ir
 from . import dtypes as dt
 from . import symbolic as sym
 from .errors import OpError
-from .graph import CALL, Graph, Node, SourceLoc, Value
+from .graph import CALL, Graph, SourceLoc, Value
 from .registry import Attr, AttrKind, Op, lookup
 from .types import TensorType
 
@@ -295,15 +295,7 @@ def _check_bound(graph: Graph) -> None:
     is where the compiled function reads it."""
     bound = sym.free_symbols([d for v in graph.inputs for d in v.type.shape
                               if sym.is_symbolic(d) and d.is_Symbol])
-    used: set = set()
-    for node in graph.nodes:
-        for r in node.results:
-            used |= sym.free_symbols(r.type.shape)
-        for a in node.attrs.values():
-            if sym.is_symbolic(a):
-                used |= a.free_symbols
-            elif isinstance(a, tuple):
-                used |= sym.free_symbols([v for v in a if sym.is_symbolic(v)])
+    used = graph.size_symbols_used(outputs=False)
     missing = used - bound
     if missing:
         names = ", ".join(sorted(str(s) for s in missing))

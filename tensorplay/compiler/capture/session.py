@@ -819,7 +819,7 @@ def _fold_constants(graph: Graph, bindings: list[Binding]) -> list[Binding]:
     old = list(graph.inputs)
     used = {x for node in graph.nodes for x in node.inputs if x is not None} | set(graph.outputs)
     keep = [i for i, v in enumerate(old) if v in used or isinstance(bindings[i], RandomInput)]
-    needed = _symbols_used(graph) - {d for i in keep for d in old[i].type.shape if sym.is_symbolic(d)}
+    needed = graph.size_symbols_used() - {d for i in keep for d in old[i].type.shape if sym.is_symbolic(d)}
     if needed:  # an unread argument still gives the sizes the graph computes with
         for i, v in enumerate(old):
             if i not in keep and needed & {d for d in v.type.shape if sym.is_symbolic(d)}:
@@ -830,22 +830,6 @@ def _fold_constants(graph: Graph, bindings: list[Binding]) -> list[Binding]:
     for i, v in enumerate(graph.inputs):
         v.index = i
     return [bindings[i] for i in keep]
-
-
-def _symbols_used(graph: Graph) -> set:
-    """Size symbols the nodes and outputs of ``graph`` compute with."""
-    used: set = set()
-    for node in graph.nodes:
-        for r in node.results:
-            used |= sym.free_symbols(r.type.shape)
-        for a in node.attrs.values():
-            if sym.is_symbolic(a):
-                used |= a.free_symbols
-            elif isinstance(a, tuple):
-                used |= sym.free_symbols([x for x in a if sym.is_symbolic(x)])
-    for v in graph.outputs:
-        used |= sym.free_symbols(v.type.shape)
-    return used
 
 
 class _Dead:
