@@ -20,9 +20,10 @@ from typing import Any
 
 from .api import Args, export
 from .program import ExportedProgram
+from ..compiler.symbolic import Dim
 from ..runtime.signature import EntrySignature, TensorSpec
 
-__all__ = ["export", "ExportedProgram", "Args", "EntrySignature", "TensorSpec"]
+__all__ = ["export", "ExportedProgram", "Args", "Dim", "EntrySignature", "TensorSpec"]
 
 
 class _CallableModule(types.ModuleType):

@@ -105,6 +105,10 @@ class TracedEntry:
     inputs: list[TensorSpec]
     weights: list[Weight]
     tree: Any
+    #: size checks of the dynamic dims (``ShapeGuard.portable`` over argument numbers), or None
+    dims: dict[str, Any] | None = None
+    #: each result's shape as the signature shows it (dynamic sizes as text over dim names)
+    out_shapes: list[tuple[int | str, ...]] = field(default_factory=list)
 
     @property
     def n_args(self) -> int:
@@ -121,8 +125,13 @@ def impl_name(entry: str) -> str:
 
 
 def capture_entry(fn: Any, args: tuple, kwargs: dict, *, entry: str, method: str, overload: int | None,
-                  root: Any, table: WeightTable, regions: dict) -> TracedEntry:
-    """Trace one call of ``fn`` as a whole graph in exporting mode and shape it for export."""
+                  root: Any, table: WeightTable, regions: dict,
+                  dynamic_dims: dict[int, dict[int, Any]] | None = None,
+                  dynamic_spec: dict | None = None) -> TracedEntry:
+    """Trace one call of ``fn`` as a whole graph in exporting mode and shape it for export.
+
+    ``dynamic_dims`` (flattened leaf index -> {dim: name | Dim}) makes those argument dims
+    symbolic; ``dynamic_spec`` is the resolved dynamic_shapes they came from."""
     leaves, treedef = pytree.flatten((args, kwargs))
     paths = arg_paths(fn, treedef)
     modules: list[tuple[str, Any]] = []
@@ -144,11 +153,15 @@ def capture_entry(fn: Any, args: tuple, kwargs: dict, *, entry: str, method: str
         if is_module(obj):
             add(f"{_quoted_name(label)}.", obj)
     config = CaptureConfig(name=_SYMBOL.sub("_", entry).replace("$", "_"), fullgraph=True, exporting=True,
-                           regions=regions)
+                           regions=regions, dynamic_dims=dynamic_dims or None)
     with exporting():
         trace = Capture(config).run_trace(fn, args, kwargs, leaves, paths, modules)
     if trace is None:  # cannot happen under fullgraph; kept as a clear failure
         raise RuntimeError(f"export of {entry}: the capture did not produce one graph")
+    if dynamic_spec and trace.shape_env is not None:
+        from ..compiler.api import check_named_dims
+
+        check_named_dims(trace.shape_env, dynamic_spec)
     return _shape(trace, entry, method, overload, leaves, paths, table)
 
 
@@ -191,15 +204,19 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
     arg_values: list[Value] = []
     specs: list[TensorSpec] = []
     arg_of_leaf: dict[int, Value] = {}
+    arg_number: dict[int, int] = {}  # leaf index -> position among the entry's tensor arguments
     bound = {b.index: v for b, v in zip(trace.bindings, graph.inputs) if isinstance(b, ArgInput)}
+    dim_text = _dim_names(trace)
     for i, (leaf, path) in enumerate(zip(leaves, paths)):
         if not isinstance(leaf, Tensor):
             continue
-        ttype = _type_of(leaf)
-        v = bound.get(i) or Value(ttype)
+        v = bound.get(i)
+        ttype = v.type if v is not None else _type_of(leaf)
+        v = v or Value(ttype)
+        arg_number[i] = len(arg_values)
         arg_values.append(v)
         arg_of_leaf[i] = v
-        specs.append(TensorSpec(_spec_name(path, len(specs)), tuple(int(d) for d in ttype.shape), ttype.dtype.name))
+        specs.append(TensorSpec(_spec_name(path, len(specs)), dim_text(ttype.shape), ttype.dtype.name))
     weights: list[Weight] = []
     weight_values: list[Value] = []
     weight_of: dict[int, Value] = {}
@@ -249,7 +266,45 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
     graph.outputs = outputs
     graph.name = impl_name(entry)
     tree = _tree(trace.out_tree, iter(leaf_nodes), where)
-    return TracedEntry(entry, method, overload, graph, specs, weights, tree)
+    dims = trace.shape_guard.portable(arg_number) if trace.shape_guard is not None else None
+    return TracedEntry(entry, method, overload, graph, specs, weights, tree, dims,
+                       [dim_text(v.type.shape) for v in outputs])
+
+
+def _dim_names(trace: TraceResult) -> Any:
+    """Sizes as a signature shows them: ints, and symbolic sizes as text over the
+    dynamic_shapes names (``seq``, ``2 * seq``)."""
+    from ..dialects.tp import symbolic as sym
+
+    env = trace.shape_env
+    names = {s: info.name or info.source for s, info in env.infos.items()} if env is not None else {}
+
+    def text(shape: tuple) -> tuple[int | str, ...]:
+        out: list[int | str] = []
+        for d in shape:
+            d = env.simplify(d) if env is not None else d
+            if isinstance(d, int) or (hasattr(d, "is_Integer") and d.is_Integer):
+                out.append(int(d))
+            elif d is None:
+                out.append("?")
+            else:
+                out.append(_unwrap(sym.size_description(d, names)))
+        return tuple(out)
+
+    return text
+
+
+def _unwrap(text: str) -> str:
+    """``(n // 2)`` -> ``n // 2`` (only when the first parenthesis closes at the end)."""
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, c in enumerate(text):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1]
+    return text
 
 
 def _quoted_name(label: str) -> str:

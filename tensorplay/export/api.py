@@ -33,7 +33,7 @@ def export(model_or_fn: Any, args: Any = None, kwargs: Mapping[str, Any] | None 
            method_args: Mapping[str, Any] | None = None, backend: str = "iree-cpu",
            options: Mapping[str, Any] | None = None, external_weights: bool = False,
            parameter_scope: str = "model", name: str | None = None,
-           dynamic_shapes: Any = None) -> ExportedProgram:
+           dynamic_shapes: Any = None, method_dynamic_shapes: Mapping[str, Any] | None = None) -> ExportedProgram:
     """Capture ``model_or_fn`` for deployment as one IREE module.
 
     ``args``/``kwargs`` are example arguments of ``forward`` (of a function: of the call;
@@ -51,8 +51,15 @@ def export(model_or_fn: Any, args: Any = None, kwargs: Mapping[str, Any] | None 
     ``cuda_target``, ``rocm_target`` or ``vulkan_target`` say otherwise.
     ``external_weights=True`` keeps weights out of the vmfb, in an IREE parameter archive
     (keys: the module's state names, in ``parameter_scope``).
-    ``dynamic_shapes`` must be None or name only static sizes: exported entry points
-    have the example shapes.
+    ``dynamic_shapes`` names dynamic dimensions of ``forward``'s arguments, as in
+    ``compile``: ``{"idx": {1: Dim("seq", min=1, max=512)}}`` (a dict by argument name, or
+    a tuple in argument order; equal names share one size; ints restate static sizes).
+    Those dims are symbolic in the exported function, so one vmfb runs every size in range;
+    the signature shows them by name and the runtime checks calls against the bounds and
+    relations the capture recorded (e.g. two inputs that must share a dim). A named dim
+    the program pins to a constant is a ValueError with the reason.
+    ``method_dynamic_shapes`` gives such a spec for exported methods (``{"encode": {"idx":
+    {1: Dim("seq")}}}``).
     """
     from ..compiler.api import CompiledFunction, CompiledModule
     from ..compiler.backends.modes import validate_options
@@ -72,15 +79,23 @@ def export(model_or_fn: Any, args: Any = None, kwargs: Mapping[str, Any] | None 
                         f"{type(model_or_fn).__name__}")
     module = model_or_fn if isinstance(model_or_fn, Module) else None
     plan = _plan(model_or_fn, module, args, kwargs, method_args)
+    specs = dict(method_dynamic_shapes or {}) if method_dynamic_shapes is not None else {}
+    if not isinstance(specs, dict):
+        raise TypeError("export(method_dynamic_shapes=...) expects a dict of method name -> dynamic_shapes")
+    if "forward" in specs:
+        raise ValueError("give forward's spec as export(dynamic_shapes=...), not in method_dynamic_shapes")
     if dynamic_shapes is not None:
-        _check_static(dynamic_shapes, plan[0] if plan[0][1] == "forward" else None)
+        specs["forward"] = dynamic_shapes
+    dynamic = {method: _dynamic_dims_of(method, spec, plan) for method, spec in specs.items()
+               if spec is not None}
     label = _module_name(name, model_or_fn)
     table = WeightTable()
     regions: dict = {}
     entries: list[TracedEntry] = []
     for entry, method, overload, fn, a, kw in plan:
+        spec, dims = dynamic.get(method, (None, None))
         entries.append(capture_entry(fn, a, kw, entry=entry, method=method, overload=overload, root=module,
-                                     table=table, regions=regions))
+                                     table=table, regions=regions, dynamic_dims=dims, dynamic_spec=spec))
     return ExportedProgram(label, entries, backend, options, external_weights=external_weights,
                            parameter_scope=parameter_scope)
 
@@ -197,26 +212,36 @@ def _module_name(name: str | None, target: Any) -> str:
     return "_" + label if label[0].isdigit() else label
 
 
-def _check_static(spec: Any, forward: tuple | None) -> None:
-    """dynamic_shapes may only restate static sizes: every named dimension is an error."""
-    from ..compiler.api import check_dynamic_shapes
+def _dynamic_dims_of(method: str, spec: Any, plan: Plan) -> tuple[dict, dict[int, dict[int, Any]]]:
+    """A method's dynamic_shapes matched against its example: ``({path: {dim: label}},
+    {leaf index: {dim: name | Dim}})``, the second holding the dynamic (named) dims only."""
+    from ..compiler.api import _normalize_dynamic_shapes, check_dynamic_shapes
     from ..compiler.capture import pytree
     from ._capture import arg_paths
 
-    if forward is None:
-        raise ValueError("export(dynamic_shapes=...) describes forward's arguments; no forward is exported")
-    _, _, _, fn, a, kw = forward
+    where = "dynamic_shapes" if method == "forward" else f"method_dynamic_shapes[{method!r}]"
+    found = [p for p in plan if p[1] == method]
+    if not found:
+        what = "no forward is exported" if method == "forward" else f"{method!r} is not an exported method"
+        raise ValueError(f"export({where}=...) describes {method}'s arguments, but {what}")
+    if len(found) > 1:
+        raise ValueError(f"export({where}=...) describes one signature, but {method} has {len(found)} "
+                         f"@overload_method declarations; export them without dynamic shapes or as "
+                         f"separate programs")
+    _, _, _, fn, a, kw = found[0]
     try:
         target = fn.forward if isinstance(fn, Module) else fn
         params = [p.name for p in inspect.signature(target).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = None
+    spec = _normalize_dynamic_shapes(spec, None, params)
     leaves, treedef = pytree.flatten((a, kw))
-    resolved = check_dynamic_shapes(spec, params, leaves, arg_paths(fn, treedef))
-    dynamic = [f"{path} dim {d} ({label!r})" for path, dims in resolved.items() for d, label in dims.items()
-               if not isinstance(label, int)]
-    if dynamic:
-        raise ValueError(f"export: dynamic dimensions are not supported; {', '.join(dynamic)} would be "
-                         f"dynamic. Exported entry points take the example shapes: export once per shape "
-                         f"(or use @overload_method entry points), or pad inputs to a fixed size")
+    paths = arg_paths(fn, treedef)
+    resolved = check_dynamic_shapes(spec, params, leaves, paths)
+    dims: dict[int, dict[int, Any]] = {}
+    for path, by_dim in resolved.items():
+        named = {d: label for d, label in by_dim.items() if not isinstance(label, int)}
+        if named:
+            dims[paths.index(path)] = named
+    return resolved, dims

@@ -186,9 +186,8 @@ def _signature(e: TracedEntry, p: Any) -> EntrySignature:
     outputs = []
     for k, (orig, wide) in enumerate(zip(e.graph.outputs, p.graph.outputs)):
         dtype, abi = orig.type.dtype.name, wide.type.dtype.name
-        outputs.append(TensorSpec(f"output{k}", tuple(int(d) for d in orig.type.shape), dtype,
-                                  abi if abi != dtype else None))
-    return EntrySignature(e.name, tuple(inputs), tuple(outputs), e.tree, e.method, e.overload)
+        outputs.append(TensorSpec(f"output{k}", e.out_shapes[k], dtype, abi if abi != dtype else None))
+    return EntrySignature(e.name, tuple(inputs), tuple(outputs), e.tree, e.method, e.overload, e.dims)
 
 
 def _dense(array: np.ndarray) -> str:

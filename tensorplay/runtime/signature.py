@@ -9,6 +9,7 @@ them and checks call arguments with numpy only, so deployment needs no compiler.
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import namedtuple
 from collections.abc import Sequence
@@ -24,6 +25,9 @@ __all__ = ["TensorSpec", "EntrySignature", "ModuleInfo", "SIGNATURE_KEY", "MODUL
 SIGNATURE_KEY = "tensorplay.signature"
 MODULE_KEY = "tensorplay.module"
 FORMAT_VERSION = 1
+#: signatures with dynamic dimensions (named sizes and size checks) are written as version 2
+DYNAMIC_FORMAT_VERSION = 2
+_READABLE_VERSIONS = (FORMAT_VERSION, DYNAMIC_FORMAT_VERSION)
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -37,17 +41,25 @@ def numpy_dtype(name: str) -> np.dtype:
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One tensor argument or result: name, static shape, dtype, and the dtype the compiled
-    function takes or returns (``abi_dtype``; differs where a target widens small types)."""
+    """One tensor argument or result: name, shape, dtype, and the dtype the compiled
+    function takes or returns (``abi_dtype``; differs where a target widens small types).
+
+    A shape entry is an int (a static size) or, for a dynamic dimension, a text: the
+    dimension's name (``"seq"``) or an expression over names (``"2 * seq"``)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]
     dtype: str
     abi_dtype: str | None = None
 
     @property
     def wire_dtype(self) -> str:
         return self.abi_dtype or self.dtype
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether some dimension's size is only known at call time."""
+        return any(isinstance(d, str) for d in self.shape)
 
     def __str__(self) -> str:
         return f"{self.dtype}[{', '.join(map(str, self.shape))}]"
@@ -60,7 +72,8 @@ class TensorSpec:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TensorSpec:
-        return cls(d["name"], tuple(int(s) for s in d["shape"]), d["dtype"], d.get("abi"))
+        return cls(d["name"], tuple(s if isinstance(s, str) else int(s) for s in d["shape"]), d["dtype"],
+                   d.get("abi"))
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,12 @@ class EntrySignature:
     ``tree`` describes the Python structure of the results: ``{"t": "out", "i": k}`` for the
     k-th result tensor, ``{"t": "const", "v": ...}`` for a constant (e.g. None), and
     ``tuple``/``list``/``dict``/``namedtuple`` containers of those.
+
+    ``dims`` describes the dynamic dimensions of the arguments (None when every size is
+    static): ``{"bind": [[var, argument, dim], ...], "checks": [[expression, description],
+    ...]}``. A call binds each ``var`` to that argument's size; every expression (integer
+    arithmetic over ``aN[d]``, argument N's shape, and the bound vars) must hold, e.g.
+    ``a1[0] == v0`` (two inputs share a size) or ``v0 <= 512`` (a bound).
     """
 
     name: str
@@ -78,6 +97,12 @@ class EntrySignature:
     tree: Any = None
     method: str | None = None
     overload: int | None = None
+    dims: dict[str, Any] | None = None
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether the entry point takes arguments of more than one shape."""
+        return self.dims is not None and any(s.dynamic for s in self.inputs)
 
     def __str__(self) -> str:
         args = ", ".join(f"{s.name}: {s}" for s in self.inputs)
@@ -104,20 +129,27 @@ class EntrySignature:
 
     # -- JSON ------------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps({"v": FORMAT_VERSION, "name": self.name, "method": self.method,
-                           "overload": self.overload, "inputs": [s.to_json() for s in self.inputs],
-                           "outputs": [s.to_json() for s in self.outputs], "tree": self.tree},
-                          separators=(",", ":"))
+        d: dict[str, Any] = {"v": DYNAMIC_FORMAT_VERSION if self.dynamic else FORMAT_VERSION,
+                             "name": self.name, "method": self.method, "overload": self.overload,
+                             "inputs": [s.to_json() for s in self.inputs],
+                             "outputs": [s.to_json() for s in self.outputs], "tree": self.tree}
+        if self.dynamic:
+            d["dims"] = self.dims
+        return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> EntrySignature:
         d = json.loads(text)
-        if d.get("v") != FORMAT_VERSION:
+        if d.get("v") not in _READABLE_VERSIONS:
             raise ValueError(f"exported signature format {d.get('v')!r} is not supported by this "
-                             f"tensorplay.runtime (it reads format {FORMAT_VERSION})")
+                             f"tensorplay.runtime (it reads formats "
+                             f"{', '.join(map(str, _READABLE_VERSIONS))}); update tensorplay")
+        dims = d.get("dims")
+        if dims is not None:
+            _SizeChecks.of(dims)  # a malformed check fails at load, not at the first call
         return cls(d["name"], tuple(TensorSpec.from_json(s) for s in d["inputs"]),
                    tuple(TensorSpec.from_json(s) for s in d["outputs"]), d.get("tree"), d.get("method"),
-                   d.get("overload"))
+                   d.get("overload"), dims)
 
     # -- calls -----------------------------------------------------------------------------
     def check_inputs(self, args: Sequence[Any]) -> list[np.ndarray]:
@@ -139,14 +171,32 @@ class EntrySignature:
             elif array.dtype != want:
                 raise TypeError(f"{self}: argument {spec.name!r} has dtype {_dtype_name(array.dtype)}, "
                                 f"expected {spec.dtype} (convert it with .astype({spec.dtype!r}))")
-            if tuple(array.shape) != spec.shape:
-                raise ValueError(f"{self}: argument {spec.name!r} has shape {list(array.shape)}, "
-                                 f"expected {list(spec.shape)} (exported programs have static shapes; "
-                                 f"export again with example arguments of the new shape)")
+            self._check_shape(spec, array.shape)
             if spec.abi_dtype and spec.abi_dtype != spec.dtype:
                 array = array.astype(numpy_dtype(spec.abi_dtype))
             arrays.append(np.ascontiguousarray(array))
+        if self.dims is not None:
+            failed = _SizeChecks.of(self.dims).failure([a.shape for a in arrays])
+            if failed is not None:
+                shapes = ", ".join(f"{s.name}={list(a.shape)}" for s, a in zip(self.inputs, arrays))
+                raise ValueError(f"{self}: the argument sizes break {failed} (got {shapes})")
         return arrays
+
+    def _check_shape(self, spec: TensorSpec, shape: tuple[int, ...]) -> None:
+        if len(shape) == len(spec.shape) and all(isinstance(w, str) or w == g for w, g in zip(spec.shape, shape)):
+            return
+        if not spec.dynamic:
+            raise ValueError(f"{self}: argument {spec.name!r} has shape {list(shape)}, expected "
+                             f"{list(spec.shape)} (this entry point was exported with static shapes; "
+                             f"export again with example arguments of the new shape, or with "
+                             f"dynamic_shapes naming the dims that vary)")
+        if len(shape) != len(spec.shape):
+            raise ValueError(f"{self}: argument {spec.name!r} has {len(shape)} dims {list(shape)}, "
+                             f"expected {len(spec.shape)}: [{', '.join(map(str, spec.shape))}]")
+        d = next(i for i, (w, g) in enumerate(zip(spec.shape, shape)) if not isinstance(w, str) and w != g)
+        raise ValueError(f"{self}: argument {spec.name!r} has size {shape[d]} at dim {d}, expected "
+                         f"{spec.shape[d]} (only the named dims of [{', '.join(map(str, spec.shape))}] "
+                         f"may vary)")
 
     def result_dtypes(self) -> list[np.dtype]:
         """How to read the compiled function's results back (its ABI dtypes)."""
@@ -162,6 +212,69 @@ class EntrySignature:
         if self.tree is None:
             return tuple(typed)
         return _build(self.tree, typed)
+
+
+class _SizeChecks:
+    """The size checks of a dynamic signature, compiled once: Python integer expressions
+    over argument shapes, validated to hold nothing but arithmetic, comparisons,
+    ``min``/``max``/``abs`` and names bound to sizes (the vmfb is data; it must not run code
+    in the caller's process)."""
+
+    _cache: dict[str, _SizeChecks] = {}
+    _NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load,
+              ast.Subscript, ast.Constant, ast.Call, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd, ast.Add,
+              ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt,
+              ast.GtE)
+    _CALLS = {"min": min, "max": max, "abs": abs}
+
+    def __init__(self, dims: dict[str, Any]):
+        try:
+            self.bind = [(str(v), int(a), int(d)) for v, a, d in dims.get("bind", ())]
+            checks = [(str(e), str(why)) for e, why in dims.get("checks", ())]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed size checks in an exported signature: {exc}") from None
+        self.checks = [(self._compile(e), why) for e, why in checks]
+
+    @classmethod
+    def of(cls, dims: dict[str, Any]) -> _SizeChecks:
+        key = json.dumps(dims, sort_keys=True)
+        hit = cls._cache.get(key)
+        if hit is None:
+            hit = cls._cache[key] = cls(dims)
+        return hit
+
+    def _compile(self, text: str) -> Any:
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError as exc:
+            raise ValueError(f"malformed size check {text!r} in an exported signature: {exc}") from None
+        for node in ast.walk(tree):
+            ok = isinstance(node, self._NODES)
+            if isinstance(node, ast.Constant):
+                ok = type(node.value) in (int, bool)
+            elif isinstance(node, ast.Call):
+                ok = isinstance(node.func, ast.Name) and node.func.id in self._CALLS and not node.keywords
+            elif isinstance(node, ast.Name):
+                ok = node.id in self._CALLS or node.id.isidentifier() and not node.id.startswith("_")
+            if not ok:
+                raise ValueError(f"size check {text!r} in an exported signature holds "
+                                 f"{type(node).__name__}, which size checks never use")
+        return compile(tree, "<size check>", "eval")
+
+    def failure(self, shapes: Sequence[tuple[int, ...]]) -> str | None:
+        """The description of the first check ``shapes`` break, None when all hold."""
+        scope: dict[str, Any] = {f"a{i}": tuple(s) for i, s in enumerate(shapes)}
+        for var, a, d in self.bind:
+            scope[var] = shapes[a][d]
+        globs = {"__builtins__": {}, **self._CALLS}
+        for code, why in self.checks:
+            try:
+                ok = bool(eval(code, globs, scope))  # noqa: S307 - validated arithmetic only
+            except (ArithmeticError, IndexError, NameError, TypeError):
+                ok = False
+            if not ok:
+                return why
+        return None
 
 
 def _as_array(value: Any) -> np.ndarray | None:
