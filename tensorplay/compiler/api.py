@@ -964,6 +964,8 @@ class ExplainReport:
 
     graphs: list[Graph] = field(default_factory=list)
     breaks: list[BreakInfo] = field(default_factory=list)
+    #: size guards of a capture with symbolic sizes (a compiled callable's dynamic policy)
+    size_guards: list[str] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -995,6 +997,9 @@ class ExplainReport:
                 lines.append(f"     at {b.loc if b.loc is not None else '<unknown location>'}")
                 if b.source:
                     lines.append(f"       {b.source}")
+        if self.size_guards:
+            lines.append("Size guards:")
+            lines += [f"  {g}" for g in self.size_guards]
         lines.append("Ops per graph:")
         for i, (g, counts) in enumerate(zip(self.graphs, self.op_counts), 1):
             detail = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
@@ -1009,11 +1014,17 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
     """Capture one call of ``fn`` and report its graphs, graph breaks and ops.
 
     The call really runs (Python side effects included), with graphs interpreted by the
-    reference implementations instead of compiled, so nothing is cached."""
+    reference implementations instead of compiled, so nothing is cached. For a compiled
+    callable the capture follows its dynamic policy (``dynamic=True``, ``dynamic_shapes``,
+    the dims automatic dynamic has marked): graphs show symbolic sizes and the report lists
+    the size guards."""
     module = None
+    compiled: CompiledFunction | None = None
     if isinstance(fn, CompiledModule):
+        compiled = fn.__dict__["_compiled"]
         module, fn = fn._orig_mod, fn._orig_mod._call_impl
     elif isinstance(fn, CompiledFunction):
+        compiled = fn
         module, fn = fn._module, fn._fn
     elif isinstance(fn, Module):
         module, fn = fn, fn._call_impl
@@ -1028,11 +1039,19 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
     def run(graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
         return interpret(graph, arrays)
 
-    session = Capture(CaptureConfig(name=name, run_graph=run))
+    paths = pytree.leaf_paths(treedef)
+    dynamic_dims = None
+    if compiled is not None:
+        paths = compiled._paths(treedef)
+        spec = compiled._check_dynamic(leaves, paths)
+        dynamic_dims = compiled._dynamic_dims(leaves, paths, spec) or None
+    session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims))
     if current_capture() is not None:
         raise RuntimeError("explain() cannot run inside a capture")
-    trace = session.run_trace(fn, args, kwargs, leaves, pytree.leaf_paths(treedef), modules)
+    trace = session.run_trace(fn, args, kwargs, leaves, paths, modules)
     report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
+    if trace is not None and trace.shape_guard is not None:
+        report.size_guards = trace.shape_guard.describe()
     if trace is not None:
         entry = Entry(GRAPH, (), (), name, [], [])
         entry.bindings, entry.graph = trace.bindings, trace.graph

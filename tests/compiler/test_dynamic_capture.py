@@ -204,3 +204,22 @@ def test_nested_regions_take_symbolic_sizes(backend):
     (graph,) = backend.graphs
     (callee,) = graph.callees()  # both sites call one callee
     assert "tensor<s0x3xf32>" in format_graph(callee)
+
+
+def test_explain_follows_the_compiled_callables_dynamic_policy():
+    def f(x, y):
+        if x.shape[0] > 2:
+            return (x + y).sum(0)
+        return x - y
+
+    x, y = tp.ones(4, 3), tp.ones(4, 3)
+    static = tp.compiler.explain(f, x, y)
+    assert static.size_guards == [] and "Size guards" not in str(static)
+    assert "tensor<4x3xf32>" in static.format_graphs()
+    dynamic = tp.compiler.explain(tp.compile(f, backend="eager", dynamic=True), x, y)
+    assert dynamic.size_guards == ["y.size(0) == x.size(0)", "y.size(1) == x.size(1)", "x.size(0) >= 3"]
+    assert "Size guards:\n  y.size(0) == x.size(0)" in str(dynamic)
+    assert "tensor<s0xs1xf32>" in dynamic.format_graphs()
+    named = tp.compiler.explain(tp.compile(f, backend="eager", dynamic_shapes={"x": {0: "n"}, "y": {0: "n"}}),
+                                x, y)
+    assert named.size_guards == ["y.size(0) == x.size(0)", "x.size(0) >= 3"]
