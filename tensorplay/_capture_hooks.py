@@ -48,9 +48,15 @@ def rebind(tensor: Any, value: Any) -> None:
     hook(tensor, value)
 
 
-def random_source(fn: Callable[..., Any]) -> Callable[..., Any]:
+def random_source(fn: Callable[..., Any] | None = None, *,
+                  size: Callable[[tuple, dict], Any] | None = None) -> Any:
     """Mark a function that draws from a host random generator: an active capture with a
-    ``random_call`` hook decides how the draw enters the graph (eager calls are unchanged)."""
+    ``random_call`` hook decides how the draw enters the graph (eager calls are unchanged).
+    ``size(args, kwargs)`` returns the result's shape as given in the call (entries may be
+    symbolic sizes), which lets a capture keep a draw's size symbolic."""
+    if fn is None:
+        return lambda f: random_source(f, size=size)
+    fn.random_size = size  # type: ignore[attr-defined]
 
     @functools.wraps(fn)
     def draw(*args: Any, **kwargs: Any) -> Any:

@@ -30,7 +30,7 @@ from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes, format_shape, normalize_dim
 from ._helpers import as_tensor_arg, is_scalar, scalar_tensor
 from .elementwise import add, lt, where
-from .shape import broadcast_tensors, expand_attr, flatten, reshape_to, slice_dim
+from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_to, slice_dim
 
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
 __all__ = [
@@ -289,7 +289,7 @@ def _fit(v: Tensor, target: Sequence[Any], op: str, like: Callable[[], Tensor]) 
         raise ShapeError(f"shape mismatch: value tensor of shape {format_shape(v.shape)} cannot be "
                          f"broadcast to indexing result of shape {format_shape(target)}")
     v = reshape_to(v, shape, op)
-    if tuple(v.shape) == target and None not in target:
+    if has_shape(v, target):
         return v
     lead = len(target) - len(shape)
     if any(t is None and (i < lead or shape[i - lead] is not None) for i, t in enumerate(target)):

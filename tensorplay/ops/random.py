@@ -93,7 +93,36 @@ def _make(values: np.ndarray, d: dt.DType, requires_grad: bool) -> Tensor:
     return t
 
 
-@random_source
+def _sizes(size: Any) -> tuple:
+    """A size argument as a tuple of entries (``(2, 3)``, ``[2, 3]`` or one number)."""
+    if isinstance(size, (tuple, list)):
+        return tuple(size)
+    return (size,)
+
+
+def _varargs_size(args: tuple, kwargs: dict) -> tuple:
+    """``rand(2, 3)`` / ``rand((2, 3))``: the shape."""
+    size = kwargs.get("size", args)
+    if isinstance(size, tuple) and len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return _sizes(size)
+
+
+def _size_at(position: int) -> Any:
+    def size_of(args: tuple, kwargs: dict) -> tuple | None:
+        size = kwargs["size"] if "size" in kwargs else args[position] if len(args) > position else None
+        return None if size is None else _sizes(size)
+    return size_of
+
+
+def _randint_size(args: tuple, kwargs: dict) -> tuple | None:
+    size = kwargs["size"] if "size" in kwargs else args[2] if len(args) > 2 else None
+    if size is None:  # randint(high, size)
+        size = kwargs["high"] if "high" in kwargs else args[1] if len(args) > 1 else None
+    return None if size is None else _sizes(size)
+
+
+@random_source(size=_varargs_size)
 def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1)."""
@@ -101,7 +130,7 @@ def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, devi
     return _make(_rng(generator).random(int_tuple("rand", "size", size)), d, requires_grad)
 
 
-@random_source
+@random_source(size=_varargs_size)
 def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
@@ -109,7 +138,7 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
     return _make(_rng(generator).standard_normal(int_tuple("randn", "size", size)), d, requires_grad)
 
 
-@random_source
+@random_source(size=_randint_size)
 def randint(low: int, high: int | None = None, size: Any = None, *, generator: Generator | None = None,
             dtype: Any = None, device: Any = None) -> Tensor:
     """Integers drawn uniformly from ``[low, high)``; ``randint(high, size)`` starts at 0."""
@@ -146,7 +175,7 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -
     return Tensor._wrap(_rng(generator).permutation(n).astype(d.np_dtype))
 
 
-@random_source
+@random_source(size=_size_at(2))
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Generator | None = None,
            dtype: Any = None) -> Tensor:
     """Normal samples with the given mean and standard deviation (numbers or tensors)."""
@@ -165,7 +194,7 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Gene
     return _make(values, d, False)
 
 
-@random_source
+@random_source(size=_size_at(2))
 def uniform(low: float, high: float, size: Any, *, generator: Generator | None = None,
             dtype: Any = None) -> Tensor:
     """Uniform samples from ``[low, high)``."""

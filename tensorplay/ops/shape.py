@@ -16,6 +16,7 @@ from typing import Any
 from .._dispatch import apply
 from .._tensor import Size, Tensor
 from ..dialects.tp import dtypes as dt
+from ..dialects.tp import symbolic as sym
 from ..dialects.tp.errors import DimError, ShapeError
 from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes as _broadcast_shapes
@@ -43,11 +44,19 @@ def sizes_arg(op: str, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -
     return int_tuple(op, name, args)
 
 
+def has_shape(x: Tensor, shape: Sequence[Any]) -> bool:
+    """Whether ``x`` certainly has ``shape`` (no ``None`` in it): symbolic sizes compare
+    without recording a guard, so a shortcut taken on this never constrains a capture."""
+    current = tuple(x.shape)
+    return len(current) == len(shape) and None not in shape and all(
+        sym.known_eq(a, b) for a, b in zip(current, shape))
+
+
 def reshape_to(x: Tensor, shape: Sequence[Any], op: str = "reshape") -> Tensor:
     """``x`` under ``shape``, which may hold one dynamic (``None``) size; no op when the
     shape is already ``shape``."""
     shape = tuple(shape)
-    if tuple(x.shape) == shape and all(d is not None for d in shape):
+    if has_shape(x, shape):
         return x
     if sum(d is None for d in shape) > 1:
         raise ShapeError(f"{op}: cannot reshape to {format_shape(shape)}: a reshape can infer only one "
@@ -303,7 +312,7 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
         tensors = tuple(tensors[0])
     xs = _tensor_list("broadcast_tensors", list(tensors))
     shape = _broadcast_shapes("broadcast_tensors", *[tuple(x.shape) for x in xs])
-    return tuple(x if tuple(x.shape) == shape and None not in shape else
+    return tuple(x if has_shape(x, shape) else
                  apply("tp.broadcast_to", x, shape=expand_attr("broadcast_tensors", x, shape))
                  for x in xs)
 

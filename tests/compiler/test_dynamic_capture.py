@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+import tensorplay.nn.functional as F
 from tensorplay.compiler.capture.graphs import format_graph
 
 
@@ -223,3 +224,36 @@ def test_explain_follows_the_compiled_callables_dynamic_policy():
     named = tp.compiler.explain(tp.compile(f, backend="eager", dynamic_shapes={"x": {0: "n"}, "y": {0: "n"}}),
                                 x, y)
     assert named.size_guards == ["y.size(0) == x.size(0)", "x.size(0) >= 3"]
+
+
+def _noisy(x, y):
+    b, t = x.shape
+    noise = tp.randn(b, 2 * t) + tp.rand_like(x).repeat(1, 2)
+    picks = tp.randint(0, 5, (b,))
+    return x.repeat(1, 2) * noise + picks.unsqueeze(1), F.dropout(y, 0.5, training=True)
+
+
+def test_random_draws_keep_symbolic_sizes(backend):
+    f = tp.compile(_noisy, backend=backend, dynamic=True)
+    for b, t in [(3, 4), (1, 7), (6, 1), (2, 2)]:
+        x, y = _t(b, t), _t(b, t, seed=1)
+        tp.manual_seed(b * 10 + t)
+        got = f(x, y)
+        tp.manual_seed(b * 10 + t)
+        want = _noisy(x, y)
+        for g, w in zip(got, want):
+            assert tuple(g.shape) == tuple(w.shape)
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+    assert backend.count == 1
+    text = format_graph(backend.graphs[0])
+    assert "tensor<s0x2*s1xf32>" in text and "tensor<s0xi64>" in text
+
+
+def test_repeat_and_reshape_shortcuts_record_no_size_guards(backend):
+    f = tp.compile(lambda x: x.repeat(1, 2).reshape(x.shape[0], -1) + 1, backend=backend, dynamic=True)
+    for n in (1, 3, 5):
+        x = _t(n, 3)
+        np.testing.assert_allclose(f(x).numpy(), np.tile(x.numpy(), (1, 2)) + 1)
+    assert backend.count == 1
+    # only reshape's -1 (a division by x.size(0)) constrains the size; no "!= 1" from shortcuts
+    assert f._group.order[0].shape_guard.describe() == ["x.size(0) >= 1"]

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import pytree
+
 __all__ = ["Binding", "ArgInput", "AttachedInput", "ArrayInput", "RandomInput"]
 
 
@@ -84,15 +86,47 @@ class ArrayInput(Binding):
 
 
 class RandomInput(Binding):
-    """A random draw, redone with the eager generator on every call, in capture order."""
+    """A random draw, redone with the eager generator on every call, in capture order.
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, first: np.ndarray):
+    ``sizes`` (``(treedef, [(leaf position, size expression)])``) marks a draw whose size
+    arguments are symbolic: each call recomputes them from the call's argument shapes."""
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, first: np.ndarray,
+                 sizes: tuple | None = None):
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.first = first
+        self.sizes = sizes
+        self._size_fn: Callable[[Sequence[Any]], tuple] | None = None
+
+    def bind_sizes(self, simplify: Callable[[Any], Any], bindings: Sequence[tuple[str, int, int]],
+                   symbols: dict) -> None:
+        """Compile the size arguments into Python reading the call's argument shapes
+        (``bindings``/``symbols``: a ShapeGuard's, where each symbol is read)."""
+        from ...dialects.tp import symbolic as sym
+
+        treedef, entries = self.sizes
+        at = {name: (i, d) for name, i, d in bindings}
+        names = {s: f"leaves[{at[v][0]}]._data.shape[{at[v][1]}]" for s, v in symbols.items() if v in at}
+        exprs = [sym.size_to_python(simplify(e), names) for _, e in entries]
+        scope: dict[str, Any] = {"min": min, "max": max, "abs": abs}
+        self._size_fn = eval(f"lambda leaves: ({', '.join(exprs)},)", scope)  # noqa: S307 - built here
+        base = pytree.flatten((self.args, self.kwargs))[0]
+        positions = [p for p, _ in entries]
+
+        def args_for(leaves: Sequence[Any]) -> tuple[tuple, dict]:
+            values = list(base)
+            for p, v in zip(positions, self._size_fn(leaves)):
+                values[p] = v
+            return pytree.unflatten(treedef, values)
+
+        self._args_for = args_for
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
+        if self._size_fn is not None:
+            args, kwargs = self._args_for(leaves)
+            return self.fn(*args, **kwargs)._data
         return self.fn(*self.args, **self.kwargs)._data
 
     def describe(self) -> str:

@@ -400,21 +400,47 @@ class Capture:
         leaves, tree = pytree.flatten((args, kwargs))
         if any(isinstance(a, Tensor) and a._data is None for a in leaves):
             return self.run_eagerly(fn, args, kwargs, f"{_fn_name(fn)}() with a captured tensor argument")
-        if any(isinstance(a, sym.SymInt) for a in leaves):
-            # a draw is redone on every call with the same arguments: sizes become constants
+        symbolic = self._symbolic_draw(fn, args, kwargs, leaves)
+        if symbolic is None and any(isinstance(a, sym.SymInt) for a in leaves):
+            # a draw whose shape is not a plain size argument, or one inside a region or a
+            # segment: its sizes become constants
             args, kwargs = pytree.unflatten(tree, [int(a) if isinstance(a, sym.SymInt) else a for a in leaves])
+        elif symbolic is not None:
+            args, kwargs = pytree.unflatten(tree, [self.shape_env.hint(a.node) if isinstance(a, sym.SymInt)
+                                                   else a for a in leaves])
         with suspended():
             out = fn(*args, **kwargs)
         if self.mode != TRACE or self._regions:
             if self._regions:
                 return self._regions[-1].random_input(fn, args, kwargs, out)
             return out
-        binding = RandomInput(fn, args, kwargs, out._data)
-        value = self._add_input(type_of_array(out._data), binding)
+        ttype = type_of_array(out._data)
+        sizes = None
+        if symbolic is not None and len(symbolic) == len(ttype.shape):
+            ttype = TensorType(symbolic, ttype.dtype)
+            sizes = (tree, [(i, a.node) for i, a in enumerate(leaves) if isinstance(a, sym.SymInt)])
+        binding = RandomInput(fn, args, kwargs, out._data, sizes)
+        value = self._add_input(ttype, binding)
         result = Tensor._from_type(value.type, _Ref(self, self.graph, value))
         result.requires_grad = out.requires_grad
         self._live.append(weakref.ref(result))
         return result
+
+    def _symbolic_draw(self, fn: Callable[..., Any], args: tuple, kwargs: dict, leaves: list) -> tuple | None:
+        """The shape of a traced draw whose size arguments hold symbolic sizes (entries are
+        ints and sympy expressions), or None when the draw is static or cannot stay symbolic."""
+        if self.mode != TRACE or self._regions or not any(isinstance(a, sym.SymInt) for a in leaves):
+            return None
+        size_of = getattr(fn, "random_size", None)
+        try:
+            size = size_of(args, kwargs) if size_of is not None else None
+        except (IndexError, KeyError, TypeError):
+            size = None
+        if size is None or not any(isinstance(d, sym.SymInt) for d in size):
+            return None
+        if not all(isinstance(d, (int, sym.SymInt)) and not isinstance(d, bool) for d in size):
+            return None
+        return tuple(d.node if isinstance(d, sym.SymInt) else int(d) for d in size)
 
     # -- values ------------------------------------------------------------------------------
     def value_of(self, t: Tensor) -> Value:
@@ -739,6 +765,9 @@ class Capture:
         if self._arg_dims:
             substitute_sizes(graph, self.shape_env.simplify)
             shape_guard = ShapeGuard(self.shape_env, self._arg_dims)
+            for b in bindings:
+                if isinstance(b, RandomInput) and b.sizes is not None:
+                    b.bind_sizes(self.shape_env.simplify, shape_guard.bindings, shape_guard.symbols)
         if _log_graphs.isEnabledFor(logging.INFO):
             _log_graphs.info("captured graph of %s:\n%s", self.config.name, format_graph(graph))
         return TraceResult(graph, bindings, out_tree, spec, writebacks, list(self.guards), shape_guard,
