@@ -415,14 +415,37 @@ def split(tensor: Any, split_size_or_sections: Any = None, dim: int = 0, **kwarg
             raise ShapeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input "
                              f"tensor's size at dimension {d}), but got split_sizes={sizes}")
     else:
-        step = int(split_size_or_sections)
+        step = split_size_or_sections
+        if isinstance(size, sym.SymInt) or isinstance(step, sym.SymInt):
+            symbolic = _symbolic_pieces(size, step)
+            if symbolic is not None:
+                return _pieces(x, d, symbolic)
+        step = int(step)
         if step < 0:
             raise ShapeError(f"split expects split_size be non-negative, but got split_size={step}")
         if step == 0 and size != 0:
             raise ShapeError(f"split_size can only be 0 if dimension size is 0, but got dimension size "
                              f"of {size}")
+        size = int(size)
         sizes = [min(step, size - s) for s in range(0, size, step)] if size else [0]
     return _pieces(x, d, sizes)
+
+
+def _symbolic_pieces(size: Any, step: Any) -> list[Any] | None:
+    """Piece sizes of a split of a symbolic ``size`` into pieces of ``step`` (either may be
+    symbolic): the number of pieces is what the example sizes give, kept by guards
+    (``(n - 1) * step < size <= n * step``); the last piece's size stays symbolic."""
+    env = next(v.env for v in (size, step) if isinstance(v, sym.SymInt))
+    hint = getattr(env, "hint", None)
+    if hint is None:
+        return None
+    h_size, h_step = (hint(v.node) if isinstance(v, sym.SymInt) else int(v) for v in (size, step))
+    if h_size <= 0 or h_step <= 0:
+        return None  # empty or invalid splits take the static path (and its errors)
+    n = -(-h_size // h_step)
+    if not (size > (n - 1) * step and size <= n * step):  # records the guards; true for the example
+        return None
+    return [step] * (n - 1) + [size - (n - 1) * step]
 
 
 def _pieces(x: Tensor, dim: int, sizes: Sequence[int]) -> tuple[Tensor, ...]:
@@ -440,9 +463,9 @@ def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = normalize_dim("chunk", dim, x.ndim)
     size = _static_size("chunk", x, d)
-    if size == 0:
+    if not isinstance(size, sym.SymInt) and size == 0:
         return _pieces(x, d, [0] * chunks)
-    return split(x, -(-size // chunks), d)
+    return split(x, -((-size) // chunks), d)
 
 
 def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:

@@ -257,3 +257,23 @@ def test_repeat_and_reshape_shortcuts_record_no_size_guards(backend):
     assert backend.count == 1
     # only reshape's -1 (a division by x.size(0)) constrains the size; no "!= 1" from shortcuts
     assert f._group.order[0].shape_guard.describe() == ["x.size(0) >= 1"]
+
+
+def test_split_and_chunk_keep_piece_sizes_symbolic(backend):
+    def f(x):
+        a, b = x.chunk(2, dim=1)
+        pieces = x.split(3, dim=1)
+        return a.sum(1) - b.sum(1), pieces[-1] * 2, len(pieces)
+
+    cf = tp.compile(f, backend=backend, dynamic=True)
+    for t in (8, 7, 9, 6, 5, 4):
+        x = _t(2, t)
+        got, want = cf(x), f(x)
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        assert got[2] == want[2]
+    # one graph per number of pieces (7..9: three pieces of split(3), 4..6: two)
+    assert backend.count == 2
+    guards = cf._group.order[0].shape_guard.describe()
+    assert guards[:2] == ["x.size(1) >= 7", "x.size(1) <= 9"]
+    assert "tensor<s0xs1 - 6xf32>" in format_graph(backend.graphs[0])  # the last piece: 3, 3, s1 - 6
