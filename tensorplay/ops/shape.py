@@ -431,10 +431,11 @@ def split(tensor: Any, split_size_or_sections: Any = None, dim: int = 0, **kwarg
     return _pieces(x, d, sizes)
 
 
-def _symbolic_pieces(size: Any, step: Any) -> list[Any] | None:
+def _symbolic_pieces(size: Any, step: Any, chunks: int | None = None) -> list[Any] | None:
     """Piece sizes of a split of a symbolic ``size`` into pieces of ``step`` (either may be
     symbolic): the number of pieces is what the example sizes give, kept by guards
-    (``(n - 1) * step < size <= n * step``); the last piece's size stays symbolic."""
+    (``(n - 1) * step < size <= n * step``); the last piece's size stays symbolic. For
+    ``chunk(chunks)`` (``step = ceil(size / chunks)``) ``n == chunks`` needs no upper guard."""
     env = next(v.env for v in (size, step) if isinstance(v, sym.SymInt))
     hint = getattr(env, "hint", None)
     if hint is None:
@@ -443,7 +444,9 @@ def _symbolic_pieces(size: Any, step: Any) -> list[Any] | None:
     if h_size <= 0 or h_step <= 0:
         return None  # empty or invalid splits take the static path (and its errors)
     n = -(-h_size // h_step)
-    if not (size > (n - 1) * step and size <= n * step):  # records the guards; true for the example
+    if not size > (n - 1) * step:  # records the guard; true for the example
+        return None
+    if n != chunks and not size <= n * step:
         return None
     return [step] * (n - 1) + [size - (n - 1) * step]
 
@@ -463,9 +466,13 @@ def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise ShapeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = normalize_dim("chunk", dim, x.ndim)
     size = _static_size("chunk", x, d)
-    if not isinstance(size, sym.SymInt) and size == 0:
+    if isinstance(size, sym.SymInt):
+        pieces = _symbolic_pieces(size, -((-size) // chunks), chunks)
+        if pieces is not None:
+            return _pieces(x, d, pieces)
+    if size == 0:
         return _pieces(x, d, [0] * chunks)
-    return split(x, -((-size) // chunks), d)
+    return split(x, -(-size // chunks), d)
 
 
 def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:
