@@ -9,6 +9,15 @@ import tensorplay as tp
 from tensorplay.dialects.tp.graph import interpret
 
 
+def backend_param(name):
+    """``name`` as a pytest parameter, skipped with the backend's own reason where it cannot
+    run here (no GPU, no Vulkan device)."""
+    caps = tp.compiler.get_backend_capabilities(name)
+    if caps.available:
+        return name
+    return pytest.param(name, marks=pytest.mark.skip(reason=f"{name} unavailable here: {caps.reason}"))
+
+
 class CountingBackend:
     """Interprets each graph with the reference implementations and records the graphs and
     options it was asked to compile; example inputs must match the graph's input shapes

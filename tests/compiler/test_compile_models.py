@@ -12,15 +12,9 @@ import tensorplay as tp
 from tensorplay.compiler.capture import current_capture
 from tensorplay.dialects.tp.graph import CALL
 from tensorplay.examples.models import GPTConfig, build_cnn, build_gpt
+from tests.compiler.conftest import backend_param
 
-def _available(name):
-    caps = tp.compiler.get_backend_capabilities(name)
-    if caps.available:
-        return name
-    return pytest.param(name, marks=pytest.mark.skip(reason=f"{name} unavailable here: {caps.reason}"))
-
-
-BACKENDS = ["eager", "iree-cpu", "iree-vmvx", _available("iree-vulkan")]
+BACKENDS = ["eager", "iree-cpu", "iree-vmvx", backend_param("iree-vulkan")]
 TOL = {np.dtype(np.float32): dict(rtol=2e-5, atol=2e-5), np.dtype(np.float64): dict(rtol=1e-10, atol=1e-10)}
 
 

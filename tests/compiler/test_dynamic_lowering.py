@@ -1,6 +1,7 @@
 """Symbolic sizes compiled by IREE: each function below is captured once with dynamic=True,
-lowered with tensor.dim and index arithmetic, compiled once for llvm-cpu and run for
-several sizes, equal to eager every time."""
+lowered with tensor.dim and index arithmetic, compiled once per IREE backend (iree-cpu,
+iree-vulkan on Mesa's software device where installed, iree-cuda where a GPU is) and run
+for several sizes, equal to eager every time."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tensorplay as tp
 import tensorplay.nn.functional as F
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.passes import run_pipeline
+from tests.compiler.conftest import backend_param
 
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
@@ -58,11 +60,19 @@ CASES = {
 }
 
 
+BACKENDS = ["iree-cpu", backend_param("iree-vulkan"), backend_param("iree-cuda")]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request):
+    return request.param
+
+
 @pytest.fixture(scope="module", params=list(CASES))
-def case(request):
+def case(request, backend):
     tp.compiler.reset()
     fn, shapes = CASES[request.param]
-    compiled = tp.compile(fn, backend="iree-cpu", dynamic=True)
+    compiled = tp.compile(fn, backend=backend, dynamic=True)
     yield fn, shapes, compiled
     tp.compiler.reset()
 

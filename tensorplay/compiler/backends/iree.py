@@ -491,7 +491,11 @@ class IreeBackend:
         """The iree-compile flags for ``options``."""
         options = dict(options or {})
         t = self.spec
-        flags = [f"--iree-hal-target-backends={t.target}", "--iree-input-demote-f64-to-f32=false"]
+        # float64 stays float64 where the target has it; IREE's Vulkan target has none (float64
+        # tensors are refused by check_dtypes), so float64 intermediates of float32 ops (arange's
+        # start + i * step) are computed in float32 there
+        demote = "true" if t.target == "vulkan-spirv" else "false"
+        flags = [f"--iree-hal-target-backends={t.target}", f"--iree-input-demote-f64-to-f32={demote}"]
         if t.target == "llvm-cpu":
             flags.append(f"--iree-llvmcpu-target-cpu={options.get('target_cpu', 'host')}")
         elif t.target == "cuda":
