@@ -101,6 +101,8 @@ def test_list_passes_and_version():
     assert proc.returncode == 0
     for name in ("tp-verify", "tp-canonicalize", "tp-cse", "tp-dce", "tp-optimize", "max-iterations"):
         assert name in proc.stdout
+    # options print in the syntax -p takes back
+    assert "fuse-outer-reductions=true" in proc.stdout
     proc = tpc_opt("--version")
     assert "tensorplay" in proc.stdout and "iree-base-compiler" in proc.stdout
 

@@ -72,8 +72,9 @@ def _list_passes() -> str:
     for name, cls in all_passes().items():
         lines.append(f"  {name:28s} {cls.summary()}")
         for f in cls.options():
-            default = f.default if f.default is not None else ""
-            lines.append(f"    {f.name.replace('_', '-')}={default!s:14s} ({getattr(f.type, '__name__', f.type)})")
+            default = "" if f.default is None else str(f.default).lower() if isinstance(f.default, bool) else f.default
+            option = f"{f.name.replace('_', '-')}={default}"
+            lines.append(f"    {option:30s} ({getattr(f.type, '__name__', f.type)})")
     lines.append("Pipelines:")
     for name, (text, desc) in PIPELINES.items():
         lines.append(f"  {name:28s} {desc}: {text}")

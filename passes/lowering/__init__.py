@@ -7,13 +7,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...dialects.ir import func, ir
+from ...dialects.ir import func, ir, tensor
 from ...dialects.tp import mlir as M
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..registry import Pass, PassFailure, register_pass, register_pipeline
-from ._builder import elem_type, ranked
+from ._builder import elem_type, index_const, ranked
 from ._sizes import SizeValues
+from ._target import TargetTraits, lowering_for
 
 __all__ = ["LOWERINGS", "lowers", "LowerCtx", "ConvertTpToLinalg", "lowering_summary"]
 
@@ -99,12 +100,23 @@ class ConvertTpToLinalg(Pass):
     """Lower every tp op to linalg, tensor, arith and math ops that IREE compiles."""
 
     name = "convert-tp-to-linalg"
+    #: false for targets without float64 arithmetic: float32 ops then use no float64
+    #: intermediates (float64 tensors themselves still lower to f64)
+    float64: bool = True
+    #: false for targets without 64-bit integer division (int64 division by shift-and-subtract)
+    int64_division: bool = True
+    #: false to keep IREE from fusing a reduction that runs over an outer dim with the ops that
+    #: use its result (a ``util.optimization_barrier`` on the result): IREE 3.13's SPIR-V code
+    #: for such fused dispatches is wrong (``x - x.amax(0)`` past the 8th column)
+    fuse_outer_reductions: bool = True
 
     def run(self, module: ir.Operation) -> None:
         _load()
-        with ir.Location.unknown():
+        with lowering_for(TargetTraits(self.float64, self.int64_division)), ir.Location.unknown():
             for fn in _functions(module):
                 self._lower_function(fn)
+                if not self.fuse_outer_reductions:
+                    _fence_outer_reductions(fn)
 
     def _lower_function(self, fn: ir.Operation) -> None:
         block = fn.regions[0].blocks[0]
@@ -161,6 +173,37 @@ class ConvertTpToLinalg(Pass):
         results = [v.type for v in ret.operands]
         inputs = [a.type for a in block.arguments]
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
+
+
+def _fence_outer_reductions(fn: ir.Operation) -> None:
+    """Put ``util.optimization_barrier`` on the results of each ``linalg.generic`` whose
+    reduction dims are not all after its parallel dims, so IREE does not fuse it with its
+    consumers."""
+    def outer(op: ir.Operation) -> bool:
+        if op.name != "linalg.generic":
+            return False
+        kinds = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+        reduction = ["reduction" in k for k in kinds]
+        return any(r and not later for r, later in zip(reduction, reduction[1:]))
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if outer(op):
+            for result in reversed(list(op.results)):
+                # one barrier per result (its operands and results share one type); a dynamic
+                # result's sizes, read before the barrier, are tied to it again for IREE
+                rtype = ir.RankedTensorType(result.type)
+                with ir.InsertionPoint.after(op), op.location:
+                    dims = [tensor.DimOp(result, index_const(i)) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
+                    fence = ir.Operation.create("util.optimization_barrier", results=[result.type],
+                                                operands=[result])
+                    keep = [fence, *(d.operation for d in dims)]
+                    if dims:
+                        fence = ir.Operation.create("flow.tensor.tie_shape", results=[result.type],
+                                                    operands=[fence.results[0], *(d.result for d in dims)])
+                result.replace_all_uses_except(fence.results[0], keep)
+        return ir.WalkResult.ADVANCE
+
+    fn.walk(visit)
 
 
 def _where(op: ir.Operation) -> str:

@@ -11,10 +11,11 @@ import numpy as np
 from ...dialects.ir import arith, ir, linalg, math, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
-from ._mathlib import f32_to_bf16
+from ._mathlib import divrem_i64_narrow, f32_to_bf16
+from ._target import target
 
 __all__ = ["elem_type", "ranked", "const_scalar", "cast_scalar", "empty_like_type", "dim_value",
-           "broadcast_map", "elementwise", "compute_dtype", "identity_map", "index_const"]
+           "broadcast_map", "elementwise", "compute_dtype", "identity_map", "index_const", "int_div", "int_rem"]
 
 
 def elem_type(dtype: dt.DType) -> ir.Type:
@@ -23,6 +24,21 @@ def elem_type(dtype: dt.DType) -> ir.Type:
         return {"float16": ir.F16Type.get, "bfloat16": ir.BF16Type.get, "float32": ir.F32Type.get,
                 "float64": ir.F64Type.get}[dtype.name]()
     return ir.IntegerType.get_signless(1 if dtype.is_bool else dtype.bits)
+
+
+def int_div(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
+    """Truncating signed integer division (``arith.divsi``, or shift-and-subtract for int64
+    on a target without 64-bit division)."""
+    if dtype.bits == 64 and not target().int64_division:
+        return divrem_i64_narrow(a, b)[0]
+    return arith.DivSIOp(a, b).result
+
+
+def int_rem(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
+    """The remainder of :func:`int_div` (sign of ``a``)."""
+    if dtype.bits == 64 and not target().int64_division:
+        return divrem_i64_narrow(a, b)[1]
+    return arith.RemSIOp(a, b).result
 
 
 def ranked(t: TensorType) -> ir.RankedTensorType:

@@ -17,6 +17,10 @@ rounded one on the inputs of tests/test_mathlib.py; fmod is exact. Exact error t
 ``math.fma`` being fused, as it is on every x86-64 with FMA3 and every AArch64 target.
 IREE's CPU runtime flushes subnormals to zero; subnormal inputs here give the results of a
 zero of the same sign (or, where a function returns its tiny input unchanged, that input).
+
+Two functions serve targets with less than the CPU has (IREE's SPIR-V baseline):
+``pow_f32_narrow`` uses no float64, and ``divrem_i64_narrow`` divides int64 values with the
+operations IREE's 64-bit integer emulation supports.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from ...dialects.ir import arith, ir, math, scf, tensor
 
 __all__ = ["sin_f64", "cos_f64", "tan_f64", "atan_f64", "atan2_f64", "asin_f64", "acos_f64",
            "tanh_f64", "sinh_f64", "cosh_f64", "expm1_f64", "exp2_f64", "log1p_f64", "log2_f64",
-           "log10_f64", "log10_f32", "pow_f64", "pow_f32", "fmod_f64", "erf_f64", "f32_to_bf16"]
+           "log10_f64", "log10_f32", "pow_f64", "pow_f32", "pow_f32_narrow", "fmod_f64", "erf_f64",
+           "f32_to_bf16", "divrem_i64_narrow"]
 
 # --- constants, computed exactly in fixed point --------------------------------------------
 
@@ -726,6 +731,62 @@ def pow_f32(x, y):
     f64 = _f64()
     wide = pow_f64(arith.ExtFOp(f64, x).result, arith.ExtFOp(f64, y).result)
     return arith.TruncFOp(ir.F32Type.get(), wide).result
+
+
+def pow_f32_narrow(x, y):
+    """float32 pow for targets without float64 (IREE's Vulkan/SPIR-V baseline): exp(y log|x|)
+    in float32 with C's special cases (the sign from odd integer exponents, NaN for negative
+    bases with non-integer exponents, pow(x, 0) = pow(1, y) = pow(-1, +-inf) = 1). The
+    relative error grows with |y log|x||: about 2^-23 |y log|x|| plus the device's exp and
+    log errors, about 1e-5 for results between 1e-38 and 1e38."""
+    f32 = ir.F32Type.get()
+
+    def c(v):
+        return arith.ConstantOp(f32, ir.FloatAttr.get(f32, v)).result
+
+    def cmp(pred, a, b):
+        return arith.CmpFOp(pred, a, b).result
+
+    def sel(cond, a, b):
+        return arith.SelectOp(cond, a, b).result
+
+    ax, ay = math.AbsFOp(x).result, math.AbsFOp(y).result
+    # log(0) = -inf and log(inf) = inf give 0 or inf by the sign of y, as C's pow does
+    r = math.ExpOp(arith.MulFOp(y, math.LogOp(ax).result).result).result
+    whole = cmp(_F.OEQ, math.TruncOp(y).result, y)
+    half = arith.MulFOp(c(0.5), y).result
+    odd = _and(whole, cmp(_F.UNE, math.TruncOp(half).result, half))
+    i32 = ir.IntegerType.get_signless(32)
+    negative = arith.CmpIOp(_I.slt, arith.BitcastOp(i32, x).result, _vi(0, 32)).result
+    r = sel(_and(negative, odd), arith.NegFOp(r).result, r)
+    negative_base = _and(cmp(_F.OLT, x, c(0.0)), cmp(_F.OGT, x, c(-_INF)))
+    fraction = _and(cmp(_F.OLT, ay, c(_INF)), cmp(_F.UNE, math.TruncOp(y).result, y))
+    r = sel(_and(negative_base, fraction), c(_NAN), r)
+    one = _or(_or(cmp(_F.OEQ, y, c(0.0)), cmp(_F.OEQ, x, c(1.0))),
+              _and(cmp(_F.OEQ, x, c(-1.0)), cmp(_F.OEQ, ay, c(_INF))))
+    return sel(one, c(1.0), r)
+
+
+def divrem_i64_narrow(a, b):
+    """(a / b, a % b) for int64, truncating like ``arith.divsi``/``remsi``, by 64 steps of
+    shift-and-subtract on the magnitudes, for targets whose int64 emulation
+    has no division (IREE's SPIR-V backend). Uses only add, sub, shifts, compares, selects
+    and bitwise ops; x / 0 gives -1 or 1 and x % 0 gives x."""
+    i64 = _i64()
+    zero = _vi(0)
+    neg_a, neg_b = _icmp(_I.slt, a, zero), _icmp(_I.slt, b, zero)
+    na = arith.SelectOp(neg_a, _isub(zero, a), a).result   # |INT64_MIN| is 2^63 unsigned
+    nb = arith.SelectOp(neg_b, _isub(zero, b), b).result
+    # unrolled: the SPIR-V int64 emulation cannot carry i64 values through scf.for
+    q = r = zero
+    for bit in range(63, -1, -1):
+        r = _ior(arith.ShLIOp(r, _vi(1)).result, _iand(_shr(na, bit), 1))
+        fits = _icmp(_I.uge, r, nb)
+        r = arith.SelectOp(fits, _isub(r, nb), r).result
+        q = _ior(q, arith.ShLIOp(arith.ExtUIOp(i64, fits).result, _vi(bit)).result)
+    q = arith.SelectOp(arith.XOrIOp(neg_a, neg_b).result, _isub(zero, q), q).result
+    r = arith.SelectOp(neg_a, _isub(zero, r), r).result
+    return q, r
 
 
 # --- fmod --------------------------------------------------------------------------------

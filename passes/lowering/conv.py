@@ -21,7 +21,7 @@ from ...dialects.tp import dtypes as dt
 from ...dialects.tp.ops.elementwise import cast_array
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
-from ._builder import cast_scalar, compute_dtype, const_scalar, elem_type, index_const
+from ._builder import cast_scalar, compute_dtype, const_scalar, elem_type, index_const, int_div
 from .linalg import (Size, as_index, collapse, expand, index_add, match_type, parallel_iterators,
                      reduction_iterators, sizes_of, tensor_of, zeros)
 
@@ -313,7 +313,7 @@ def _avg_pool2d(ctx: LowerCtx) -> list[ir.Value]:
         if acc_dtype.is_floating_point:
             mean = arith.DivFOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
         else:
-            mean = arith.DivSIOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
+            mean = int_div(total, cast_scalar(divisor, dt.int64, acc_dtype), acc_dtype)
         linalg.YieldOp([cast_scalar(mean, acc_dtype, dtype)])
     return [match_type(op.result, out)]
 

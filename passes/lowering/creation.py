@@ -6,11 +6,12 @@ import numpy as np
 
 from typing import Any
 
-from ...dialects.ir import arith, ir, linalg, tensor
+from ...dialects.ir import arith, ir, linalg, math, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp import mlir as M
 from ...dialects.tp import symbolic as sym
 from . import LowerCtx, lowers
+from ._target import target
 from ._builder import cast_scalar, const_scalar, elem_type, empty_like_type, ranked
 
 
@@ -71,13 +72,15 @@ def _arange(ctx: LowerCtx) -> list[ir.Value]:
         i = linalg.IndexOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)).result
         i64 = arith.IndexCastOp(ir.IntegerType.get_signless(64), i).result
         if out.dtype.is_floating_point:
-            # computed in float64 like the reference, then rounded once
-            f64 = ir.F64Type.get()
-            f = arith.SIToFPOp(f64, i64).result
-            a = arith.SIToFPOp(f64, start_v).result if start_v is not None else const_scalar(start, dt.float64)
-            b = arith.SIToFPOp(f64, step_v).result if step_v is not None else const_scalar(step, dt.float64)
-            v = arith.AddFOp(a, arith.MulFOp(f, b).result).result
-            value = cast_scalar(v, dt.float64, out.dtype)
+            # computed in float64 like the reference, then rounded once; in float32 (one
+            # fused multiply-add) on a target without float64
+            work = dt.float64 if out.dtype is dt.float64 or target().float64 else dt.float32
+            ft = elem_type(work)
+            f = arith.SIToFPOp(ft, i64).result
+            a = arith.SIToFPOp(ft, start_v).result if start_v is not None else const_scalar(start, work)
+            b = arith.SIToFPOp(ft, step_v).result if step_v is not None else const_scalar(step, work)
+            v = math.FmaOp(f, b, a).result if work is dt.float32 else arith.AddFOp(a, arith.MulFOp(f, b).result).result
+            value = cast_scalar(v, work, out.dtype)
         else:
             a = start_v if start_v is not None else const_scalar(int(start), dt.int64)
             b = step_v if step_v is not None else const_scalar(int(step), dt.int64)

@@ -12,8 +12,9 @@ from typing import Any
 from ...dialects.ir import arith, ir, math
 from ...dialects.tp import dtypes as dt
 from . import LowerCtx, lowers
+from ._target import target
 from . import _mathlib as ml
-from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise
+from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise, int_div, int_rem
 
 Scalar = Callable[[list[ir.Value], dt.DType, dict[str, Any]], ir.Value]
 
@@ -49,9 +50,10 @@ def _cmp(fpred, spred, upred) -> Scalar:
 
 def _libm_free(scalar: Scalar, f64=None, f32=None) -> Scalar:
     """``scalar``, except in float64 (float32) where IREE's CPU backend cannot link (or
-    expands too naively) the op: there the _mathlib replacement ``f64`` (``f32``)."""
+    expands too naively) the op: there the _mathlib replacement ``f64`` (``f32``). The
+    float32 replacements compute in float64, so a target without float64 keeps ``scalar``."""
     def fn(args, d, attrs):
-        alt = f64 if d is dt.float64 else f32 if d is dt.float32 else None
+        alt = f64 if d is dt.float64 else f32 if d is dt.float32 and target().float64 else None
         return alt(*args) if alt is not None else scalar(args, d, attrs)
 
     return fn
@@ -65,7 +67,7 @@ def _int_floor_adjust(q_or_r, a, b, d, is_div):
     """Python-style rounding for signed integers from truncating division/remainder."""
     zero = const_scalar(0, d)
     if is_div:
-        r = arith.RemSIOp(a, b).result
+        r = int_rem(a, b, d)
         q = q_or_r
     else:
         r = q_or_r
@@ -94,14 +96,14 @@ def _floor_div(args, d, attrs):
                             arith.AddFOp(fl, const_scalar(1.0, d)).result, fl).result
         b_zero = arith.CmpFOp(_F.OEQ, b, zero).result
         return arith.SelectOp(b_zero, arith.DivFOp(a, b).result, fl).result
-    return _int_floor_adjust(arith.DivSIOp(a, b).result, a, b, d, True)
+    return _int_floor_adjust(int_div(a, b, d), a, b, d, True)
 
 
 def _trunc_div(args, d, attrs):
     a, b = args
     if _float(d):
         return math.TruncOp(arith.DivFOp(a, b).result).result
-    return arith.DivSIOp(a, b).result
+    return int_div(a, b, d)
 
 
 def _remainder(args, d, attrs):
@@ -112,14 +114,16 @@ def _remainder(args, d, attrs):
         differ = arith.XOrIOp(arith.CmpFOp(_F.OLT, r, zero).result, arith.CmpFOp(_F.OLT, b, zero).result).result
         adjust = arith.AndIOp(arith.CmpFOp(_F.UNE, r, zero).result, differ).result
         return arith.SelectOp(adjust, arith.AddFOp(r, b).result, r).result
-    return _int_floor_adjust(arith.RemSIOp(a, b).result, a, b, d, False)
+    return _int_floor_adjust(int_rem(a, b, d), a, b, d, False)
 
 
 def _pow(args, d, attrs):
     a, b = args
     if _float(d):
         # math.powf gives NaN for negative bases (and for pow(0, 0)), and loses accuracy in f64.
-        return (ml.pow_f64 if d is dt.float64 else ml.pow_f32)(a, b)
+        if d is dt.float64:
+            return ml.pow_f64(a, b)
+        return (ml.pow_f32 if target().float64 else ml.pow_f32_narrow)(a, b)
     # Exponentiation by squaring, unrolled over the exponent's bits: IREE's CPU backend
     # cannot legalize math.ipowi. Negative exponents are rejected before run time.
     one, zero = const_scalar(1, d), const_scalar(0, d)
@@ -173,7 +177,13 @@ def _neg(args, d, attrs):
 def _abs(args, d, attrs):
     if _float(d):
         return math.AbsFOp(args[0]).result
-    return math.AbsIOp(args[0]).result
+    # x < 0 ? -x : x rather than math.absi, which IREE's SPIR-V backend miscompiles for i8
+    # (it returned x unchanged); the CPU backends turn this select into the same abs
+    x = args[0]
+    if d.is_bool or not d.is_signed:
+        return x
+    zero = const_scalar(0, d)
+    return arith.SelectOp(arith.CmpIOp(_I.slt, x, zero).result, arith.SubIOp(zero, x).result, x).result
 
 
 def _sign(args, d, attrs):
@@ -281,11 +291,12 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.add": (_binary(arith.AddFOp, arith.AddIOp, arith.OrIOp), "work"),
     "tp.sub": (_binary(arith.SubFOp, arith.SubIOp), "work"),
     "tp.mul": (_binary(arith.MulFOp, arith.MulIOp, arith.AndIOp), "work"),
-    "tp.div": (_binary(arith.DivFOp, arith.DivSIOp), "work"),
+    "tp.div": (lambda args, d, attrs: arith.DivFOp(*args).result if _float(d) else int_div(*args, d), "work"),
     "tp.floor_div": (_floor_div, "work"),
     "tp.trunc_div": (_trunc_div, "work"),
     "tp.remainder": (_remainder, "work"),
-    "tp.fmod": (_libm_free(_binary(arith.RemFOp, arith.RemSIOp), f64=ml.fmod_f64), "work"),
+    "tp.fmod": (_libm_free(lambda args, d, attrs: arith.RemFOp(*args).result if _float(d) else int_rem(*args, d),
+                           f64=ml.fmod_f64), "work"),
     "tp.pow": (_pow, "work"),
     "tp.maximum": (_minmax(True), "work"),
     "tp.minimum": (_minmax(False), "work"),

@@ -47,6 +47,10 @@ __all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_m
 #: the tp pipeline run before IREE (passes/registry.py PIPELINES): tp-optimize, then
 #: convert-tp-to-linalg, canonicalize, cse
 LOWERING_PIPELINE = "tp-to-linalg"
+#: the same for IREE's Vulkan/SPIR-V baseline: no float64 arithmetic, no int64 division, and
+#: outer-dim reductions kept out of their consumers' dispatches (see ConvertTpToLinalg)
+LOWERING_PIPELINE_SPIRV = ("tp-optimize,convert-tp-to-linalg{float64=false int64-division=false "
+                           "fuse-outer-reductions=false},canonicalize,cse")
 
 #: local-task's worker pool costs 40-70 us per call more than local-sync (measured, see
 #: docs/backends.md); it is chosen only for graphs of at least this much work (see
@@ -75,6 +79,11 @@ class IreeTarget:
     dtypes: tuple[str, ...]
     description: str
     install_hint: str
+
+    @property
+    def has_float64(self) -> bool:
+        """Whether the target computes in float64 (lowerings avoid float64 intermediates where not)."""
+        return "float64" in self.dtypes
 
 
 # IREE's default Vulkan target (32-bit storage and compute) miscompiles float16 and cannot
@@ -264,7 +273,8 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     from ...passes import PipelineError, run_pipeline
 
     try:
-        run_pipeline(module, LOWERING_PIPELINE, source_name=graph_name)
+        pipeline = LOWERING_PIPELINE_SPIRV if TARGETS[backend].target == "vulkan-spirv" else LOWERING_PIPELINE
+        run_pipeline(module, pipeline, source_name=graph_name)
     except PipelineError as exc:
         raise BackendCompileError(
             f"{backend}: lowering graph {graph_name!r} to linalg failed.\n{exc}\n"
@@ -491,10 +501,10 @@ class IreeBackend:
         """The iree-compile flags for ``options``."""
         options = dict(options or {})
         t = self.spec
-        # float64 stays float64 where the target has it; IREE's Vulkan target has none (float64
-        # tensors are refused by check_dtypes), so float64 intermediates of float32 ops (arange's
-        # start + i * step) are computed in float32 there
-        demote = "true" if t.target == "vulkan-spirv" else "false"
+        # float64 stays float64 where the target has it; where it has none (Vulkan: float64
+        # tensors are refused by check_dtypes, and the lowering avoids float64 intermediates)
+        # IREE demotes any float64 left
+        demote = "false" if t.has_float64 else "true"
         flags = [f"--iree-hal-target-backends={t.target}", f"--iree-input-demote-f64-to-f32={demote}"]
         if t.target == "llvm-cpu":
             flags.append(f"--iree-llvmcpu-target-cpu={options.get('target_cpu', 'host')}")

@@ -1,0 +1,35 @@
+"""What the target of a lowering can compute: set by ``convert-tp-to-linalg``'s options for
+the duration of one run, read by the lowerings that have a portable alternative."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from collections.abc import Iterator
+
+
+@dataclass(frozen=True)
+class TargetTraits:
+    #: float64 arithmetic; without it float32 results use no float64 intermediates
+    float64: bool = True
+    #: 64-bit integer division and remainder; without them (IREE's SPIR-V backend emulates
+    #: i64 add, mul and shifts but not division) they are computed by shift-and-subtract
+    int64_division: bool = True
+
+
+_CURRENT: ContextVar[TargetTraits] = ContextVar("tp_lowering_target", default=TargetTraits())
+
+
+def target() -> TargetTraits:
+    """The traits of the target being lowered for (everything available by default)."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def lowering_for(traits: TargetTraits) -> Iterator[None]:
+    token = _CURRENT.set(traits)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
