@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.compiler.backends.iree import (LOWERING_PIPELINE_SPIRV, TARGETS, _widen_io, compile_mlir,
-                                               get_iree_backend)
+from tensorplay.compiler.backends.iree import (LOWERING_PIPELINE_SPIRV, TARGETS, _widen_io, _with_casts,
+                                               compile_mlir, get_iree_backend)
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.passes import run_pipeline
@@ -58,11 +58,8 @@ def _check(calls, prepared, program) -> list[str]:
     failures = []
     for i, (c, p) in enumerate(zip(calls, prepared)):
         where = f"{c.op.name} {[None if x is None else str(x) for x in c.types]} {c.attrs}"
-        args = [a for a in c.operands if a is not None]
-        args = [a if cast is None else np.asarray(a).astype(cast) for a, cast in zip(args, p.input_casts or [None] * len(args))]
-        results = program.call(f"f{i}", *args, result_dtypes=[v.type.dtype.np_dtype for v in p.graph.outputs])
-        casts = p.output_casts or [None] * len(results)
-        results = [r if k is None else (r != 0 if k == np.bool_ else r.astype(k)) for r, k in zip(results, casts)]
+        run = _with_casts(program.function(f"f{i}", [v.type.dtype.np_dtype for v in p.graph.outputs]), p)
+        results = run(*[a for a in c.operands if a is not None])
         expected = c.op.evaluate(c.operands, c.attrs, c.result_types)
         for r, e, t in zip(results, expected, c.result_types):
             if t.dtype is tp.uint8 and r.dtype == np.int8:
