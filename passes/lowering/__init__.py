@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...dialects.ir import func, ir, tensor
+from ...dialects.ir import func, ir
 from ...dialects.tp import mlir as M
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..registry import Pass, PassFailure, register_pass, register_pipeline
-from ._builder import elem_type, index_const, ranked
+from ._builder import dim_value, elem_type, ranked
 from ._sizes import SizeValues
 from ._target import TargetTraits, lowering_for
 
@@ -193,13 +193,13 @@ def _fence_outer_reductions(fn: ir.Operation) -> None:
                 # result's sizes, read before the barrier, are tied to it again for IREE
                 rtype = ir.RankedTensorType(result.type)
                 with ir.InsertionPoint.after(op), op.location:
-                    dims = [tensor.DimOp(result, index_const(i)) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
+                    dims = [dim_value(result, i) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
                     fence = ir.Operation.create("util.optimization_barrier", results=[result.type],
                                                 operands=[result])
-                    keep = [fence, *(d.operation for d in dims)]
+                    keep = [fence, *(d.owner.operation for d in dims)]
                     if dims:
                         fence = ir.Operation.create("flow.tensor.tie_shape", results=[result.type],
-                                                    operands=[fence.results[0], *(d.result for d in dims)])
+                                                    operands=[fence.results[0], *dims])
                 result.replace_all_uses_except(fence.results[0], keep)
         return ir.WalkResult.ADVANCE
 

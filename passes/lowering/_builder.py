@@ -15,7 +15,8 @@ from ._mathlib import divrem_i64_narrow, f32_to_bf16
 from ._target import target
 
 __all__ = ["elem_type", "ranked", "const_scalar", "cast_scalar", "empty_like_type", "dim_value",
-           "broadcast_map", "elementwise", "compute_dtype", "identity_map", "index_const", "int_div", "int_rem"]
+           "broadcast_map", "elementwise", "compute_dtype", "identity_map", "index_const", "int_div", "int_rem",
+           "int_divrem"]
 
 
 def elem_type(dtype: dt.DType) -> ir.Type:
@@ -26,19 +27,26 @@ def elem_type(dtype: dt.DType) -> ir.Type:
     return ir.IntegerType.get_signless(1 if dtype.is_bool else dtype.bits)
 
 
+def _narrow_i64(dtype: dt.DType) -> bool:
+    return dtype.bits == 64 and not target().int64_division
+
+
 def int_div(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
     """Truncating signed integer division (``arith.divsi``, or shift-and-subtract for int64
     on a target without 64-bit division)."""
-    if dtype.bits == 64 and not target().int64_division:
-        return divrem_i64_narrow(a, b)[0]
-    return arith.DivSIOp(a, b).result
+    return divrem_i64_narrow(a, b)[0] if _narrow_i64(dtype) else arith.DivSIOp(a, b).result
 
 
 def int_rem(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
     """The remainder of :func:`int_div` (sign of ``a``)."""
-    if dtype.bits == 64 and not target().int64_division:
-        return divrem_i64_narrow(a, b)[1]
-    return arith.RemSIOp(a, b).result
+    return divrem_i64_narrow(a, b)[1] if _narrow_i64(dtype) else arith.RemSIOp(a, b).result
+
+
+def int_divrem(a: ir.Value, b: ir.Value, dtype: dt.DType) -> tuple[ir.Value, ir.Value]:
+    """:func:`int_div` and :func:`int_rem` together (one shift-and-subtract where it is used)."""
+    if _narrow_i64(dtype):
+        return divrem_i64_narrow(a, b)
+    return arith.DivSIOp(a, b).result, arith.RemSIOp(a, b).result
 
 
 def ranked(t: TensorType) -> ir.RankedTensorType:

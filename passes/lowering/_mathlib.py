@@ -152,7 +152,8 @@ _SQRT2 = float.fromhex("0x1.6a09e667f3bcdp+0")
 _MANTISSA = (1 << 52) - 1
 _TINY = 2.0 ** -1022
 
-# --- scalar op helpers (Python floats and ints become f64 / i64 constants) ----------------
+# --- scalar op helpers (Python floats and ints become constants of the other operand's float
+# type, f64 when it has none, or i64) ------------------------------------------------------
 
 _F = arith.CmpFPredicate
 _I = arith.CmpIPredicate
@@ -166,10 +167,17 @@ def _i64() -> ir.Type:
     return ir.IntegerType.get_signless(64)
 
 
-def _v(x) -> ir.Value:
+def _v(x, like=None) -> ir.Value:
+    """``x`` as a value: a Python number becomes a constant of ``like``'s type when ``like``
+    is a value, of f64 otherwise."""
     if isinstance(x, (int, float)) and not isinstance(x, bool):
-        return arith.ConstantOp(_f64(), ir.FloatAttr.get(_f64(), float(x))).result
+        t = like.type if isinstance(like, ir.Value) else _f64()
+        return arith.ConstantOp(t, ir.FloatAttr.get(t, float(x))).result
     return x
+
+
+def _vv(a, b) -> tuple[ir.Value, ir.Value]:
+    return _v(a, b), _v(b, a)
 
 
 def _vi(x, bits: int = 64) -> ir.Value:
@@ -181,19 +189,19 @@ def _vi(x, bits: int = 64) -> ir.Value:
 
 
 def _add(a, b):
-    return arith.AddFOp(_v(a), _v(b)).result
+    return arith.AddFOp(*_vv(a, b)).result
 
 
 def _sub(a, b):
-    return arith.SubFOp(_v(a), _v(b)).result
+    return arith.SubFOp(*_vv(a, b)).result
 
 
 def _mul(a, b):
-    return arith.MulFOp(_v(a), _v(b)).result
+    return arith.MulFOp(*_vv(a, b)).result
 
 
 def _div(a, b):
-    return arith.DivFOp(_v(a), _v(b)).result
+    return arith.DivFOp(*_vv(a, b)).result
 
 
 def _fma(a, b, c):
@@ -213,11 +221,11 @@ def _copysign(a, b):
 
 
 def _sel(cond, a, b):
-    return arith.SelectOp(cond, _v(a), _v(b)).result
+    return arith.SelectOp(cond, *_vv(a, b)).result
 
 
 def _cmp(pred, a, b):
-    return arith.CmpFOp(pred, _v(a), _v(b)).result
+    return arith.CmpFOp(pred, *_vv(a, b)).result
 
 
 def _icmp(pred, a, b, bits: int = 64):
@@ -739,32 +747,20 @@ def pow_f32_narrow(x, y):
     bases with non-integer exponents, pow(x, 0) = pow(1, y) = pow(-1, +-inf) = 1). The
     relative error grows with |y log|x||: about 2^-23 |y log|x|| plus the device's exp and
     log errors, about 1e-5 for results between 1e-38 and 1e38."""
-    f32 = ir.F32Type.get()
-
-    def c(v):
-        return arith.ConstantOp(f32, ir.FloatAttr.get(f32, v)).result
-
-    def cmp(pred, a, b):
-        return arith.CmpFOp(pred, a, b).result
-
-    def sel(cond, a, b):
-        return arith.SelectOp(cond, a, b).result
-
-    ax, ay = math.AbsFOp(x).result, math.AbsFOp(y).result
+    ax, ay = _abs(x), _abs(y)
     # log(0) = -inf and log(inf) = inf give 0 or inf by the sign of y, as C's pow does
-    r = math.ExpOp(arith.MulFOp(y, math.LogOp(ax).result).result).result
-    whole = cmp(_F.OEQ, math.TruncOp(y).result, y)
-    half = arith.MulFOp(c(0.5), y).result
-    odd = _and(whole, cmp(_F.UNE, math.TruncOp(half).result, half))
-    i32 = ir.IntegerType.get_signless(32)
-    negative = arith.CmpIOp(_I.slt, arith.BitcastOp(i32, x).result, _vi(0, 32)).result
-    r = sel(_and(negative, odd), arith.NegFOp(r).result, r)
-    negative_base = _and(cmp(_F.OLT, x, c(0.0)), cmp(_F.OGT, x, c(-_INF)))
-    fraction = _and(cmp(_F.OLT, ay, c(_INF)), cmp(_F.UNE, math.TruncOp(y).result, y))
-    r = sel(_and(negative_base, fraction), c(_NAN), r)
-    one = _or(_or(cmp(_F.OEQ, y, c(0.0)), cmp(_F.OEQ, x, c(1.0))),
-              _and(cmp(_F.OEQ, x, c(-1.0)), cmp(_F.OEQ, ay, c(_INF))))
-    return sel(one, c(1.0), r)
+    r = math.ExpOp(_mul(y, math.LogOp(ax).result)).result
+    whole = _cmp(_F.OEQ, math.TruncOp(y).result, y)
+    half = _mul(0.5, y)
+    odd = _and(whole, _cmp(_F.UNE, math.TruncOp(half).result, half))
+    negative = _icmp(_I.slt, arith.BitcastOp(ir.IntegerType.get_signless(32), x).result, 0, bits=32)
+    r = _sel(_and(negative, odd), _neg(r), r)
+    negative_base = _and(_cmp(_F.OLT, x, 0.0), _cmp(_F.OGT, x, -_INF))
+    fraction = _and(_cmp(_F.OLT, ay, _INF), _cmp(_F.UNE, math.TruncOp(y).result, y))
+    r = _sel(_and(negative_base, fraction), _NAN, r)
+    one = _or(_or(_cmp(_F.OEQ, y, 0.0), _cmp(_F.OEQ, x, 1.0)),
+              _and(_cmp(_F.OEQ, x, -1.0), _cmp(_F.OEQ, ay, _INF)))
+    return _sel(one, 1.0, r)
 
 
 def divrem_i64_narrow(a, b):

@@ -14,7 +14,7 @@ from ...dialects.tp import dtypes as dt
 from . import LowerCtx, lowers
 from ._target import target
 from . import _mathlib as ml
-from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise, int_div, int_rem
+from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise, int_div, int_divrem, int_rem
 
 Scalar = Callable[[list[ir.Value], dt.DType, dict[str, Any]], ir.Value]
 
@@ -63,20 +63,15 @@ def _fmod_value(a, b, d):
     return ml.fmod_f64(a, b) if d is dt.float64 else arith.RemFOp(a, b).result
 
 
-def _int_floor_adjust(q_or_r, a, b, d, is_div):
-    """Python-style rounding for signed integers from truncating division/remainder."""
+def _int_floor_adjust(q, r, b, d):
+    """Python-style rounding for signed integers: the floored quotient and remainder from
+    the truncated ones."""
     zero = const_scalar(0, d)
-    if is_div:
-        r = int_rem(a, b, d)
-        q = q_or_r
-    else:
-        r = q_or_r
     r_nonzero = arith.CmpIOp(_I.ne, r, zero).result
     signs_differ = arith.XOrIOp(arith.CmpIOp(_I.slt, r, zero).result, arith.CmpIOp(_I.slt, b, zero).result).result
     adjust = arith.AndIOp(r_nonzero, signs_differ).result
-    if is_div:
-        return arith.SelectOp(adjust, arith.SubIOp(q, const_scalar(1, d)).result, q).result
-    return arith.SelectOp(adjust, arith.AddIOp(r, b).result, r).result
+    return (arith.SelectOp(adjust, arith.SubIOp(q, const_scalar(1, d)).result, q).result,
+            arith.SelectOp(adjust, arith.AddIOp(r, b).result, r).result)
 
 
 def _floor_div(args, d, attrs):
@@ -96,7 +91,7 @@ def _floor_div(args, d, attrs):
                             arith.AddFOp(fl, const_scalar(1.0, d)).result, fl).result
         b_zero = arith.CmpFOp(_F.OEQ, b, zero).result
         return arith.SelectOp(b_zero, arith.DivFOp(a, b).result, fl).result
-    return _int_floor_adjust(int_div(a, b, d), a, b, d, True)
+    return _int_floor_adjust(*int_divrem(a, b, d), b, d)[0]
 
 
 def _trunc_div(args, d, attrs):
@@ -114,7 +109,7 @@ def _remainder(args, d, attrs):
         differ = arith.XOrIOp(arith.CmpFOp(_F.OLT, r, zero).result, arith.CmpFOp(_F.OLT, b, zero).result).result
         adjust = arith.AndIOp(arith.CmpFOp(_F.UNE, r, zero).result, differ).result
         return arith.SelectOp(adjust, arith.AddFOp(r, b).result, r).result
-    return _int_floor_adjust(int_rem(a, b, d), a, b, d, False)
+    return _int_floor_adjust(*int_divrem(a, b, d), b, d)[1]
 
 
 def _pow(args, d, attrs):
