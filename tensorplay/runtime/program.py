@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import re
 import threading
 import weakref
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module", "get_device",
-           "driver_devices", "release_all"]
+           "driver_devices", "release_all", "DriverUnavailable"]
 
 #: the IREE runtime drivers a Program can load on
 DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
@@ -57,22 +58,45 @@ def _vm_instance() -> Any:
         return _instance
 
 
+class DriverUnavailable(RuntimeError):
+    """An IREE runtime driver that cannot load here (no loader or driver library) or has no
+    usable device. ``driver`` names it; ``detail`` is IREE's reason in one line."""
+
+    def __init__(self, driver: str, detail: str, what: str = "cannot load"):
+        super().__init__(f"IREE runtime driver {driver!r} {what}: {detail}")
+        self.driver = driver
+        self.detail = detail
+
+
+def _one_line(exc: BaseException) -> str:
+    """IREE's status text without the source location: ``Error creating driver: x.c:12:
+    NOT_FOUND; Vulkan loader library not found; ...`` -> ``Vulkan loader library not found; ...``."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return re.sub(r"^(Error creating (driver|device)[^:]*: )?\S+\.c:\d+: ([A-Z_]+; )?", "", first).rstrip(" :")
+
+
 def driver_devices(driver: str) -> list[dict]:
-    """The devices a driver sees (empty when none); RuntimeError when the driver itself
-    cannot load (e.g. no libcuda)."""
-    return list(_rt().get_driver(normalize_driver(driver)).query_available_devices())
+    """The devices a driver sees (empty when none); :class:`DriverUnavailable` when the
+    driver itself cannot load (no libcuda, no Vulkan loader: IREE raises RuntimeError or
+    ValueError for these, and both are reported the same way)."""
+    name = normalize_driver(driver)
+    try:
+        return list(_rt().get_driver(name).query_available_devices())
+    except (RuntimeError, ValueError, OSError) as exc:
+        raise DriverUnavailable(name, _one_line(exc)) from None
 
 
 def get_device(driver: str) -> Any:
-    """The process-wide HAL device of ``driver`` (created on first use)."""
+    """The process-wide HAL device of ``driver`` (created on first use);
+    :class:`DriverUnavailable` when the driver cannot load or has no usable device."""
     name = normalize_driver(driver)
     with _lock:
         device = _devices.get(name)
         if device is None:
             try:
                 device = _rt().get_driver(name).create_default_device()
-            except RuntimeError as exc:
-                raise RuntimeError(f"IREE runtime driver {name!r} has no usable device: {exc}") from None
+            except (RuntimeError, ValueError, OSError) as exc:
+                raise DriverUnavailable(name, _one_line(exc), "has no usable device") from None
             _devices[name] = device
         return device
 

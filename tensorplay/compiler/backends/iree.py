@@ -15,7 +15,6 @@ import glob
 import importlib.util
 import logging
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -99,8 +98,8 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                "pip install iree-base-compiler==3.13.* iree-base-runtime==3.13.*"),
     IreeTarget("iree-vulkan", "vulkan-spirv", "vulkan", "gpu", _VULKAN_DTYPES,
                "IREE SPIR-V code run by a Vulkan driver (lavapipe: Mesa's software device)",
-               "install a Vulkan driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers gives the "
-               "lavapipe software device)"),
+               "install the Vulkan loader and a driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers, "
+               "which brings libvulkan1 and the lavapipe software device; or your GPU vendor's driver)"),
     IreeTarget("iree-cuda", "cuda", "cuda", "gpu", ALL_DTYPE_NAMES,
                "IREE CUDA (PTX) code for the NVIDIA GPU's compute capability",
                "needs an NVIDIA GPU with its driver (libcuda.so); without one, "
@@ -237,9 +236,11 @@ def _probe(t: IreeTarget) -> BackendCapabilities:
     driver = "local-sync" if t.name == "iree-cpu" else t.driver
     try:
         devices = program.driver_devices(driver)
-    except RuntimeError as exc:
-        detail = re.sub(r"^(Error creating driver: )?\S+\.c:\d+: (UNAVAILABLE; )?", "", str(exc).splitlines()[0])
-        return replace(caps, available=False, reason=f"IREE runtime driver {driver!r} cannot load: {detail}")
+    except program.DriverUnavailable as exc:
+        return replace(caps, available=False, reason=str(exc))
+    except Exception as exc:  # a probe reports, it never raises: any other failure is a reason too
+        return replace(caps, available=False,
+                       reason=f"IREE runtime driver {driver!r} failed to probe: {type(exc).__name__}: {exc}")
     if not devices:
         return replace(caps, available=False, reason=f"IREE runtime driver {driver!r} finds no device")
     extra: dict[str, Any] = {"devices": [d.get("name") for d in devices]}
