@@ -52,3 +52,12 @@ def backend():
     tp.compiler.reset()
     yield CountingBackend()
     tp.compiler.reset()
+
+
+def probe():
+    """A list and its bound ``append``: tests call ``append`` inside traced code to observe
+    when and how that code runs. The call goes straight to C, so it is not a Python side
+    effect the capture sees (a ``lst.append(...)`` written out in the function is, and makes
+    the function run its Python on every call, as eager does)."""
+    items: list = []
+    return items, items.append

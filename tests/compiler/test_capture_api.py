@@ -9,17 +9,17 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
 from tensorplay.compiler.capture import Capture, current_capture, exporting, is_exporting, suspended
-from tests.compiler.conftest import CountingBackend
+from tests.compiler.conftest import CountingBackend, probe
 from tensorplay.dialects.tp.graph import CALL
 
 
 def test_current_capture_is_the_session_while_capturing(backend):
-    seen = []
+    seen, seen_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
         cap = current_capture()
-        seen.append((type(cap), cap.fullgraph, cap.exporting))
+        seen_append((type(cap), cap.fullgraph, cap.exporting))
         return x * 2
 
     assert current_capture() is None
@@ -30,11 +30,11 @@ def test_current_capture_is_the_session_while_capturing(backend):
 
 
 def test_exporting_sessions_are_fullgraph(backend):
-    seen = []
+    seen, seen_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
-        seen.append((tp.compiler.is_exporting(), current_capture().fullgraph))
+        seen_append((tp.compiler.is_exporting(), current_capture().fullgraph))
         return x + 1
 
     with exporting():
@@ -63,14 +63,14 @@ def test_graph_break_raises_under_fullgraph_with_the_callers_line(backend):
 
 
 def test_graph_break_splits_and_makes_live_tensors_concrete(backend):
-    states = []
+    states, states_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
         y = x * 3
-        states.append(y._data is None)
+        states_append(y._data is None)
         current_capture().graph_break("split here")
-        states.append(y._data is not None and tp.compiler.is_compiling())
+        states_append(y._data is not None and tp.compiler.is_compiling())
         return y + 1
 
     np.testing.assert_array_equal(f(tp.ones(2)).numpy(), [4.0, 4.0])
@@ -79,10 +79,10 @@ def test_graph_break_splits_and_makes_live_tensors_concrete(backend):
 
 
 def test_run_eagerly_runs_without_capture_and_feeds_the_next_segment(backend):
-    inside = []
+    inside, inside_append = probe()
 
     def eager_part(t):
-        inside.append((current_capture(), t._data is not None, tp.compiler.is_compiling()))
+        inside_append((current_capture(), t._data is not None, tp.compiler.is_compiling()))
         return t.numpy().sum() * t  # numpy on a concrete tensor, no break
 
     @tp.compile(backend=backend)
@@ -137,10 +137,10 @@ def _stack(n, dim=8):
 
 def test_call_region_traces_once_and_calls_the_callee_from_every_site(backend):
     blocks = _stack(4)
-    runs = []
+    runs, runs_append = probe()
 
     def block_call(block, x):
-        runs.append(1)
+        runs_append(1)
         return block(x)
 
     @tp.compile(backend=backend)
@@ -245,11 +245,11 @@ def test_add_guard_recaptures_when_the_check_fails(backend):
 
 
 def test_loc_is_the_users_frame(backend):
-    locs = []
+    locs, locs_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
-        locs.append(current_capture().loc())
+        locs_append(current_capture().loc())
         return x
 
     f(tp.ones(1))
@@ -257,7 +257,7 @@ def test_loc_is_the_users_frame(backend):
 
 
 def test_suspended_runs_the_block_eagerly(backend):
-    seen = []
+    seen, seen_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
@@ -265,9 +265,9 @@ def test_suspended_runs_the_block_eagerly(backend):
         y = x + 1
         cap.graph_break("before eager block")
         with suspended():
-            seen.append((current_capture(), tp.compiler.is_compiling()))
+            seen_append((current_capture(), tp.compiler.is_compiling()))
             z = y * 10  # eager: y is concrete after the break
-            seen.append(z._data is not None)
+            seen_append(z._data is not None)
         return z + 1
 
     np.testing.assert_array_equal(f(tp.ones(1)).numpy(), [21.0])

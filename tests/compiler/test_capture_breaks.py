@@ -11,6 +11,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
+from tests.compiler.conftest import probe
 
 
 def _line_of(fn, text):
@@ -98,11 +99,11 @@ def test_break_without_fullgraph_gives_the_eager_result(fn, reason, source, back
 
 
 def test_data_dependent_branch_compiles_each_side_once(backend):
-    calls = []
+    calls, calls_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
-        calls.append(1)
+        calls_append(1)
         y = x * 2
         if y.sum() > 0:
             return y + 1

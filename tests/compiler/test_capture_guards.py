@@ -12,14 +12,14 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
 from tensorplay.compiler.capture import current_capture
-from tests.compiler.conftest import CountingBackend
+from tests.compiler.conftest import CountingBackend, probe
 
 
 def _compiled(backend, **kw):
-    calls = []
+    calls, calls_append = probe()
 
     def f(x, k=1, mode="add"):
-        calls.append(1)
+        calls_append(1)
         return x + k if mode == "add" else x * k
 
     return tp.compile(f, backend=backend, **kw), calls

@@ -12,6 +12,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler.capture.graphs import structural_key
+from tests.compiler.conftest import probe
 
 
 def _np(t):
@@ -36,11 +37,11 @@ def test_captured_graph_records_ops_with_user_source_lines(backend):
 
 
 def test_guard_hit_runs_cached_program_without_python(backend):
-    calls = []
+    calls, calls_append = probe()
 
     @tp.compile(backend=backend)
     def f(x):
-        calls.append(1)
+        calls_append(1)
         return tp.tanh(x) * 3
 
     x = tp.randn(5)
@@ -234,11 +235,11 @@ def test_structural_key_ignores_names_and_locations():
 
 
 def test_nested_compiled_function_is_inlined(backend):
-    inner_calls = []
+    inner_calls, inner_calls_append = probe()
 
     @tp.compile(backend=backend)
     def inner(x):
-        inner_calls.append(1)
+        inner_calls_append(1)
         return x + 1
 
     @tp.compile(backend=backend)
@@ -252,11 +253,11 @@ def test_nested_compiled_function_is_inlined(backend):
 
 
 def test_is_compiling_is_true_while_capturing():
-    seen = []
+    seen, seen_append = probe()
 
     @tp.compile(backend="eager")
     def f(x):
-        seen.append(tp.compiler.is_compiling())
+        seen_append(tp.compiler.is_compiling())
         return x + 1
 
     assert not tp.compiler.is_compiling()

@@ -12,6 +12,7 @@ import pytest
 import tensorplay as tp
 import tensorplay.nn.functional as F
 from tensorplay.compiler.capture.graphs import format_graph
+from tests.compiler.conftest import probe
 
 
 def _arr(*shape, seed=0):
@@ -176,10 +177,10 @@ def test_a_graph_break_specializes_sizes_and_still_matches_eager(backend):
 
 
 def test_symbolic_sizes_do_not_outlive_their_capture(backend):
-    kept = []
+    kept, kept_append = probe()
 
     def f(x):
-        kept.append(x.shape[0])
+        kept_append(x.shape[0])
         return x + 1
 
     tp.compile(f, backend=backend, dynamic=True)(_t(3))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tests.compiler.conftest import CountingBackend
+from tests.compiler.conftest import CountingBackend, probe
 import tensorplay.compiler as tpc
 from tensorplay.compiler import markers
 
@@ -73,10 +73,10 @@ def test_break_inside_allow_in_graph_names_the_function_and_line(backend):
 # -- disallow_in_graph -------------------------------------------------------------------------
 
 def test_disallow_in_graph_splits_the_graph_and_runs_the_function_every_call(backend):
-    calls = []
+    calls, calls_append = probe()
 
     def log_and_scale(y):
-        calls.append(tpc.is_compiling())
+        calls_append(tpc.is_compiling())
         return y * 3
 
     assert tpc.disallow_in_graph(log_and_scale) is log_and_scale
@@ -138,11 +138,11 @@ def test_disallow_in_graph_on_a_tensorplay_function_and_a_bound_method(backend):
 # -- disable -----------------------------------------------------------------------------------
 
 def test_disable_runs_eagerly_on_every_call_and_reports_the_reason(backend, caplog):
-    calls = []
+    calls, calls_append = probe()
 
     @tpc.disable(reason="writes a log line")
     def side_effect(y):
-        calls.append(tpc.is_compiling())
+        calls_append(tpc.is_compiling())
         return y * 3
 
     def f(x):
@@ -187,10 +187,10 @@ def test_disable_recursive_runs_nested_compiled_functions_eagerly(backend):
 
 
 def test_disable_on_a_compiled_function_and_a_compiled_module(backend):
-    calls = []
+    calls, calls_append = probe()
 
     def f(x):
-        calls.append(tpc.is_compiling())
+        calls_append(tpc.is_compiling())
         return x * 2
 
     cf = tpc.compile(f, backend=backend)
@@ -210,12 +210,12 @@ def test_disable_on_a_compiled_function_and_a_compiled_module(backend):
 # -- disable_capture ---------------------------------------------------------------------------
 
 def test_disable_capture_block_runs_eagerly_between_graphs(backend):
-    seen = []
+    seen, seen_append = probe()
 
     def f(x):
         y = x * 2
         with tpc.disable_capture():
-            seen.append((tpc.is_compiling(), float(y.sum().item())))
+            seen_append((tpc.is_compiling(), float(y.sum().item())))
         return y + 1
 
     cf = tpc.compile(f, backend=backend)
@@ -270,11 +270,11 @@ class Affine:
 
 
 def test_nonstrict_trace_takes_pytrees_and_captures_one_graph(backend):
-    calls = []
+    calls, calls_append = probe()
 
     @tpc.nonstrict_trace
     def apply(params, xs, *, opts):
-        calls.append(1)
+        calls_append(1)
         a, b = xs
         return {"y": a * params.weight + params.shift, "z": [b * opts["k"]]}
 
@@ -337,15 +337,15 @@ def test_nonstrict_trace_guards_constants_in_mutable_containers(backend):
 # -- substitute_in_graph -----------------------------------------------------------------------
 
 def test_substitute_in_graph_traces_the_substitute_and_keeps_eager_on_the_original(backend):
-    calls = []
+    calls, calls_append = probe()
 
     def clamp_np(x, lo=0.0):
-        calls.append("original")
+        calls_append("original")
         return tp.tensor(np.maximum(x.numpy(), lo))  # needs values: a graph break
 
     @tpc.substitute_in_graph(clamp_np)
     def clamp(x, lo=0.0):
-        calls.append("substitute")
+        calls_append("substitute")
         return tp.clamp(x, min=lo)
 
     def f(x):
@@ -361,10 +361,10 @@ def test_substitute_in_graph_traces_the_substitute_and_keeps_eager_on_the_origin
 
 
 def test_substitute_in_graph_constant_folds_through_constant_arguments(backend):
-    calls = []
+    calls, calls_append = probe()
 
     def table_size(n, factor):
-        calls.append((n, factor))
+        calls_append((n, factor))
         return n * factor
 
     @tpc.substitute_in_graph(table_size, can_constant_fold_through=True)
@@ -398,11 +398,11 @@ def test_substitute_in_graph_does_not_fold_captured_tensors(backend):
 # -- assume_constant_result --------------------------------------------------------------------
 
 def test_assume_constant_result_is_called_once_until_reset(backend):
-    calls = []
+    calls, calls_append = probe()
 
     @tpc.assume_constant_result
     def scale():
-        calls.append(tpc.is_compiling())
+        calls_append(tpc.is_compiling())
         return 3.0
 
     def f(x):
@@ -420,11 +420,11 @@ def test_assume_constant_result_is_called_once_until_reset(backend):
 
 
 def test_assume_constant_result_keys_by_arguments_and_rejects_captured_tensors(backend):
-    calls = []
+    calls, calls_append = probe()
 
     @tpc.assume_constant_result
     def factor(name):
-        calls.append(name)
+        calls_append(name)
         return {"a": 2.0, "b": 5.0}[name]
 
     def f(x):
@@ -445,20 +445,21 @@ def test_assume_constant_result_keys_by_arguments_and_rejects_captured_tensors(b
 
 def test_is_compiling_is_true_in_traced_markers_and_false_in_eager_ones(backend):
     seen = {}
+    note = seen.__setitem__  # a C call: not a Python side effect the capture sees
 
     @tpc.allow_in_graph
     def atomic(x):
-        seen["allow_in_graph"] = tpc.is_compiling()
+        note("allow_in_graph", tpc.is_compiling())
         return x
 
     @tpc.nonstrict_trace
     def opaque(x):
-        seen["nonstrict_trace"] = tpc.is_compiling()
+        note("nonstrict_trace", tpc.is_compiling())
         return x
 
     @tpc.disable
     def eager(x):
-        seen["disable"] = tpc.is_compiling()
+        note("disable", tpc.is_compiling())
         return x
 
     tpc.compile(lambda x: eager(opaque(atomic(x))), backend=backend)(x3())

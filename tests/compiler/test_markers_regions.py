@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tests.compiler.conftest import CountingBackend
+from tests.compiler.conftest import CountingBackend, probe
 import tensorplay.compiler as tpc
 from tensorplay.dialects.tp.graph import CALL
 
@@ -26,11 +26,11 @@ def calls_in(graph):
 
 
 def test_repeated_region_is_traced_once_and_called_from_every_site(backend):
-    traced = []
+    traced, traced_append = probe()
 
     @tpc.nested_compile_region
     def layer(x, w):
-        traced.append(tpc.is_compiling())
+        traced_append(tpc.is_compiling())
         return tp.tanh(x @ w) + x
 
     def f(x, ws):
@@ -90,10 +90,10 @@ def test_past_max_reuse_entries_the_body_is_inlined(backend, caplog):
 
 def test_reuse_hash_fn_keys_the_region(backend):
     counter = itertools.count()
-    seen = []
+    seen, seen_append = probe()
 
     def key(x, tag):
-        seen.append(tag)
+        seen_append(tag)
         return tag % 2  # a key only this function knows
 
     @tpc.nested_compile_region(reuse_hash_fn=key)

@@ -42,6 +42,7 @@ from ..symbolic.shape_env import ShapeEnv
 from . import pytree
 from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput
 from .graphs import format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
+from .reads import ReadGuard, ReadRecorder
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
            "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler", "capture_once",
@@ -275,6 +276,8 @@ class Capture:
         self.breaks: list[BreakInfo] = []
         self.segments: list[SegmentInfo] = []
         self.guards: list[tuple[str, Callable[[], bool]]] = []
+        self.read_guard: ReadGuard | None = None
+        self._active_recorder: ReadRecorder | None = None
         self._atomic: list[str] = []
         self._regions: list[Any] = []  # regions._RegionFrame, innermost last
         self._segment_index = 0
@@ -293,9 +296,9 @@ class Capture:
         """The user's frame: the first one outside tensorplay."""
         return user_loc(2)
 
-    def graph_break(self, reason: str) -> None:
+    def graph_break(self, reason: str, loc: SourceLoc | None = None) -> None:
         """Split here (compile and run what is captured so far) or raise under fullgraph."""
-        loc = user_loc(2)
+        loc = loc or user_loc(2)
         info = BreakInfo(reason, loc, source_line(loc))
         self.breaks.append(info)
         _log_breaks.info("graph break in %s at %s: %s%s", self.config.name, loc or "<unknown>",
@@ -619,6 +622,16 @@ class Capture:
         self._new_graph()
 
     def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        recorder = self._active_recorder
+        if recorder is not None:
+            recorder.paused += 1  # the backend's code is not the traced program
+        try:
+            return self._run_graph_now(graph, arrays, segment)
+        finally:
+            if recorder is not None:
+                recorder.paused -= 1
+
+    def _run_graph_now(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
         self.segments.append(SegmentInfo(graph))
         run = self.config.run_graph
         if run is None:
@@ -672,7 +685,14 @@ class Capture:
                 for name, b in module.named_buffers():
                     self.borrow_attached(b, f"buffer {prefix}{name}")
             with self.active():
-                box = [fn(*args, **kwargs)]
+                recorder = self._active_recorder = self._recorder(fn, leaves, modules)
+                try:
+                    with recorder:
+                        box = [fn(*args, **kwargs)]
+                finally:
+                    self._active_recorder = None
+                if self.mode == TRACE:
+                    self.read_guard = recorder.guard()
                 if self.mode == LAZY:
                     self._flush()
                     self.result = box.pop()
@@ -683,6 +703,29 @@ class Capture:
             raise
         finally:
             self.shape_env.close()
+
+    def _recorder(self, fn: Callable[..., Any], leaves: Sequence[Any], modules: Sequence[tuple[str, Any]]
+                  ) -> ReadRecorder:
+        """Watches the Python state the trace reads (see :mod:`.reads`); a store into state
+        that outlives the call breaks the graph there."""
+        roots: list[Any] = [leaf for leaf in leaves if not isinstance(leaf, Tensor)]
+        roots += [m for _, m in modules]
+        target = getattr(fn, "__self__", None)
+        if target is not None:
+            roots.append(target)
+
+        def side_effect(what: str, loc: SourceLoc) -> None:
+            if self.mode != TRACE:
+                return
+            if self.exporting:  # an exported program runs without Python: the effect happened once, here
+                _log_breaks.info("%s: %s set at %s while exporting; the exported program does not repeat "
+                                 "Python side effects", self.config.name, what, loc)
+                return
+            self.graph_break(f"Python state that outlives the call changed ({what} set); compiled code "
+                             f"cannot replay that, so the function runs its Python on every call", loc=loc)
+
+        return ReadRecorder(_is_user_file, roots, side_effect, funcs=[fn, getattr(fn, "forward", None)],
+                            still_needed=lambda: self.mode == TRACE, guarded_modules=[m for _, m in modules])
 
     def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """Run the function's Python with ops recorded lazily and run in segments."""
@@ -770,7 +813,10 @@ class Capture:
                     b.bind_sizes(self.shape_env.simplify, shape_guard.bindings, shape_guard.symbols)
         if _log_graphs.isEnabledFor(logging.INFO):
             _log_graphs.info("captured graph of %s:\n%s", self.config.name, format_graph(graph))
-        return TraceResult(graph, bindings, out_tree, spec, writebacks, list(self.guards), shape_guard,
+        guards = list(self.guards)
+        if self.read_guard is not None and len(self.read_guard):
+            guards.append(("Python values the trace read", self.read_guard))
+        return TraceResult(graph, bindings, out_tree, spec, writebacks, guards, shape_guard,
                            self.shape_env)
 
     def _break_error(self, info: BreakInfo) -> GraphCaptureError:
