@@ -29,6 +29,7 @@ from ._logging import get_logger
 from .capture import pytree
 from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
 from .capture.graphs import format_graph, interpret, op_counts, structural_key
+from .capture.reads import ReadGuard
 from .capture.guards import (ModuleGuard, call_key, describe_change, free_objects, is_module, module_guard,
                              tensor_meta_guard)
 from .capture.programs import Backend, check_native, compile_graph
@@ -43,6 +44,7 @@ from .capture.session import (
     is_compiling,
     is_exporting,
 )
+from ..dialects.tp.errors import OpError
 from .errors import GraphCaptureError
 from .symbolic.guard import ShapeGuard
 
@@ -97,7 +99,7 @@ class Entry:
             except Exception:  # noqa: BLE001 - a guard that cannot be evaluated does not hold
                 ok = False
             if not ok:
-                return description
+                return getattr(check, "failed", None) or description
         return None
 
     def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
@@ -130,6 +132,19 @@ class Entry:
             else:
                 result.append(item[1])
         return pytree.unflatten(self.out_tree, result)
+
+
+def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
+    """An op that fails while sizes are symbolic names them ``s0``, ``s1``: add a note
+    saying which argument sizes those are and their values in the failing call."""
+    infos = getattr(env, "infos", None) or {}
+    text = str(exc)
+    # a symbol stands alone or between dims ("3x2 and s0xs1"), never inside a word
+    named = [info for s, info in infos.items()
+             if re.search(rf"(?<![0-9A-Za-wyz_]){re.escape(str(s))}(?![0-9])", text)]
+    if named:
+        exc.add_note("(symbolic sizes in this message: " + "; ".join(
+            f"{info.symbol} is {info.source}, {info.hint} in this call" for info in named) + ")")
 
 
 def _passthrough(graph: Graph) -> Callable[..., list]:
@@ -442,7 +457,11 @@ class CompiledFunction:
                                dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions,
                                dynamic_dims=dynamic_dims)
         session = Capture(config)
-        trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
+        try:
+            trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
+        except OpError as exc:
+            _name_symbolic_sizes(exc, session.shape_env)
+            raise
         if spec:
             check_named_dims(session.shape_env, spec)
         if trace is None:
@@ -479,6 +498,13 @@ class CompiledFunction:
             if isinstance(b, AttachedInput) and id(b.tensor) not in covered:
                 guards.append(tensor_meta_guard(b.tensor, b.what))
         guards.extend(trace.guards)
+        if _log_guards.isEnabledFor(logging.INFO):
+            for _, check in trace.guards:
+                if isinstance(check, ReadGuard):
+                    for text in check.descriptions():
+                        _log_guards.info("%s: guard %s", name, text)
+                    for text in check.notes:
+                        _log_guards.info("%s: not guarded: %s", name, text)
         entry.bindings = trace.bindings
         entry.graph = graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
@@ -966,6 +992,10 @@ class ExplainReport:
     breaks: list[BreakInfo] = field(default_factory=list)
     #: size guards of a capture with symbolic sizes (a compiled callable's dynamic policy)
     size_guards: list[str] = field(default_factory=list)
+    #: the Python values the graph relies on, each guarded (global, closure, attribute, item)
+    value_guards: list[str] = field(default_factory=list)
+    #: what the capture read but could not guard, and why
+    unguarded: list[str] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -1000,6 +1030,12 @@ class ExplainReport:
         if self.size_guards:
             lines.append("Size guards:")
             lines += [f"  {g}" for g in self.size_guards]
+        if self.value_guards:
+            lines.append("Value guards (Python state the graph relies on):")
+            lines += [f"  {g}" for g in self.value_guards]
+        if self.unguarded:
+            lines.append("Not guarded:")
+            lines += [f"  {g}" for g in self.unguarded]
         lines.append("Ops per graph:")
         for i, (g, counts) in enumerate(zip(self.graphs, self.op_counts), 1):
             detail = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
@@ -1052,6 +1088,9 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
     report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
     if trace is not None and trace.shape_guard is not None:
         report.size_guards = trace.shape_guard.describe()
+    if session.read_guard is not None:
+        report.value_guards = session.read_guard.descriptions()
+        report.unguarded = list(session.read_guard.notes)
     if trace is not None:
         entry = Entry(GRAPH, (), (), name, [], [])
         entry.bindings, entry.graph = trace.bindings, trace.graph

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from . import program as _program
-from .program import Program, normalize_driver
+from .program import Program, check_archive, iree_reason, normalize_driver
 from .signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, numpy_dtype
 
 __all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters", "BACKEND_DRIVERS"]
@@ -68,8 +69,38 @@ def _add_array(index: Any, key: str, value: Any) -> None:
 def load_parameters(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """The arrays of a parameter archive, by key (copies; the file is not kept open)."""
     index = _rt().ParameterIndex()
-    index.load(os.fspath(path))
+    _load_index(index, path)
     return {key: _entry_array(key, entry, path).copy() for key, entry in index.items()}
+
+
+def _load_index(index: Any, path: str | os.PathLike, label: str | None = None) -> None:
+    """``index.load(path)``; an archive IREE cannot parse (truncated, not an archive) is a
+    ValueError saying which file and why, a missing one a FileNotFoundError."""
+    where = os.fspath(path)
+    if not os.path.exists(where):
+        raise FileNotFoundError(f"{label + ': ' if label else ''}no parameter archive at {where}")
+    try:
+        index.load(where)
+    except (RuntimeError, ValueError, IndexError, OSError) as exc:
+        size = os.path.getsize(where)
+        reason = "the file is empty" if size == 0 else f"IREE says: {iree_reason(exc)}"
+        raise ValueError(f"{label + ': ' if label else ''}{where} ({size} bytes) is not a readable IREE parameter "
+                         f"archive (.irpa): {reason}. It is truncated, damaged or not an archive; write it "
+                         f"again (ExportedProgram.save_parameters or tensorplay.runtime.save_parameters)") from None
+
+
+def _archive_spec(entry: Any) -> tuple[str, tuple[int, ...]] | None:
+    """(dtype name, shape) recorded in an archive entry's tensor metadata, when it has some
+    this runtime reads."""
+    fmt, _, body = bytes(entry.metadata).decode(errors="replace").partition(":")
+    if fmt not in (_PARAMETER_FORMAT, "PYTORCH") or not body:
+        return None
+    try:
+        d = json.loads(body)
+        numpy_dtype(str(d["dtype"]))
+        return str(d["dtype"]), tuple(int(s) for s in d["shape"])
+    except (ValueError, KeyError, TypeError, ImportError):
+        return None
 
 
 def _entry_array(key: str, entry: Any, where: Any) -> np.ndarray:
@@ -160,15 +191,20 @@ class ExportedModule(Program):
         rt = _rt()
         requested = normalize_driver(device) if device is not None else None
         instance = _program._vm_instance()
+        check_archive(data, name)
         vm_module = _program.load_vm_module(data, name)
         self.signatures: dict[str, EntrySignature] = {}
         self.info: ModuleInfo | None = None
         for fn_name in vm_module.function_names:
             reflection = vm_module.lookup_function(fn_name).reflection
             if SIGNATURE_KEY in reflection:
-                self.signatures[fn_name] = EntrySignature.from_json(reflection[SIGNATURE_KEY])
+                where = f"{name or vm_module.name}: the {SIGNATURE_KEY} of function {fn_name!r}"
+                signature = _read_metadata(EntrySignature.from_json, reflection[SIGNATURE_KEY], where)
+                _check_declaration(signature, reflection.get("iree.abi.declaration"), where)
+                self.signatures[fn_name] = signature
             if self.info is None and MODULE_KEY in reflection:
-                self.info = ModuleInfo.from_json(reflection[MODULE_KEY])
+                where = f"{name or vm_module.name}: the {MODULE_KEY} record of function {fn_name!r}"
+                self.info = _read_metadata(ModuleInfo.from_json, reflection[MODULE_KEY], where)
         label = name or (self.info.name if self.info else None) or vm_module.name
         driver = self._choose_driver(requested, label)
         self._parameter_index = None
@@ -213,18 +249,27 @@ class ExportedModule(Program):
                         f"{label} keeps its weights in a parameter archive (saved as "
                         f"{info.parameter_archive!r}), and none was found{near}; pass "
                         f"parameters='path/to/archive.irpa'")
-            index.load(os.fspath(parameters))
+            _load_index(index, parameters, label)
             where = os.fspath(parameters)
         entries = dict(index.items())
         for spec in info.parameters:
             entry = entries.get(spec.name)
             if entry is None:
                 raise ValueError(f"{label}: the parameter archive {where} has no entry {spec.name!r} "
-                                 f"(expected {spec}); it has {len(entries)} entries")
+                                 f"(expected {spec}); it has {len(entries)} entries. Write the archive "
+                                 f"for this program with ExportedProgram.save_parameters")
             size = int(np.prod(spec.shape, dtype=np.int64)) * numpy_dtype(spec.wire_dtype).itemsize
             if entry.length != size:
                 raise ValueError(f"{label}: parameter {spec.name!r} in {where} has {entry.length} bytes, "
-                                 f"but the program expects {spec} ({size} bytes)")
+                                 f"but the program expects {spec} ({size} bytes); the archive belongs to "
+                                 f"another program or was damaged")
+            recorded = _archive_spec(entry)
+            if recorded is not None and (numpy_dtype(recorded[0]) != numpy_dtype(spec.wire_dtype)
+                                         or recorded[1] != tuple(spec.shape)):
+                got = f"{recorded[0]}[{', '.join(map(str, recorded[1]))}]"
+                raise ValueError(f"{label}: parameter {spec.name!r} in {where} is {got}, but the program "
+                                 f"expects {spec.wire_dtype}[{', '.join(map(str, spec.shape))}]; write "
+                                 f"the archive with arrays of that dtype and shape")
         return index
 
     # -- entry points ---------------------------------------------------------------------------
@@ -239,8 +284,7 @@ class ExportedModule(Program):
         if hit is None:
             signature = self.signatures.get(name)
             if signature is None:
-                raise KeyError(f"{self.name} has no entry point {name!r}; entry points: "
-                               f"{', '.join(self.signatures) or 'none (not a tensorplay export)'}")
+                raise KeyError(f"{self.name} has no entry point {name!r}; {self._entry_points_text()}")
             hit = self._entries[name] = EntryPoint(self, signature)
         return hit
 
@@ -256,8 +300,14 @@ class ExportedModule(Program):
         overloads = [e for e, s in self.signatures.items() if s.method == name and s.overload is not None]
         if overloads:
             return _Overloads(name, [self.entry(e) for e in overloads])
-        raise AttributeError(f"{self.name} has no entry point {name!r}; entry points: "
-                             f"{', '.join(self.signatures) or 'none'}")
+        raise AttributeError(f"{self.name} has no entry point {name!r}; {self._entry_points_text()}")
+
+    def _entry_points_text(self) -> str:
+        if self.signatures:
+            return f"entry points: {', '.join(self.signatures)}"
+        return (f"it has no tensorplay signatures (it was not written by tp.export), so it has no entry "
+                f"points: call its functions with module.call(name, *arrays) (functions: "
+                f"{', '.join(self.function_names) or 'none'})")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call ``forward`` (or, for files without signatures, the only function)."""
@@ -280,6 +330,45 @@ class ExportedModule(Program):
         self._entries = {}
         super().close()
         self._parameter_index = None
+
+
+def _read_metadata(parse: Any, text: str, where: str) -> Any:
+    """``parse(text)`` for metadata stored in a vmfb; a record that is not what export
+    writes is a ValueError naming it (the runtime never runs or evaluates what it refuses)."""
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{where} is refused: {exc}") from None
+
+
+_DECLARED_TENSOR = re.compile(r"%input\d+: tensor<([^>]*)>")
+
+
+def _check_declaration(signature: EntrySignature, declaration: str | None, where: str) -> None:
+    """The signature must describe the compiled function IREE declares: as many tensor
+    arguments, of the same ranks and static sizes (a signature edited to let other shapes
+    through is refused at load)."""
+    if not declaration or "->" not in declaration:
+        return
+    params = declaration.split("->", 1)[0]
+    declared = _DECLARED_TENSOR.findall(params)
+    if len(declared) != params.count("%input"):
+        return  # arguments that are not tensors: nothing this check understands
+    problem = None
+    if len(declared) != len(signature.inputs):
+        problem = f"it lists {len(signature.inputs)} argument(s), the compiled function takes {len(declared)}"
+    else:
+        for spec, text in zip(signature.inputs, declared):
+            dims = text.split("x")[:-1]
+            if len(dims) != len(spec.shape) or any(
+                    d != "?" and (not isinstance(w, int) or str(w) != d) for w, d in zip(spec.shape, dims)):
+                problem = (f"argument {spec.name!r} is {spec} in the signature but tensor<{text}> in the "
+                           f"compiled function")
+                break
+    if problem is not None:
+        raise ValueError(f"{where} is refused: it does not match the compiled function ({problem}); the "
+                         f"file was edited or damaged after export: export the program again\n"
+                         f"  the function is: {declaration}")
 
 
 def _find_archive(source_path: str | None, recorded: str | None) -> str | None:

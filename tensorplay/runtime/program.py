@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import atexit
 import gc
+import io
 import os
 import re
 import threading
 import weakref
+import zipfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 __all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module", "get_device",
-           "driver_devices", "release_all", "DriverUnavailable"]
+           "driver_devices", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
 
 #: the IREE runtime drivers a Program can load on
 DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
@@ -68,11 +70,33 @@ class DriverUnavailable(RuntimeError):
         self.detail = detail
 
 
+#: IREE status text: ``c/runtime/src/iree/vm/x.c:12: INVALID_ARGUMENT; `` (source location and code)
+_IREE_LOCATION = re.compile(r"(?:\S+/)?\S+\.(?:c|cc|cpp|h):\d+:\s*(?:[A-Z_]+;\s*)?")
+#: what IREE appends after the reason: the native call stack of the failure
+_IREE_STACK = re.compile(r";\s*(?:while (?:invoking|calling|verifying)\b|\[\s*\d+\]).*$")
+
+
+def iree_reason(exc: BaseException) -> str:
+    """IREE's message of ``exc`` in one line, without its C source location, status code,
+    leading "Error ...:" context and trailing call stack:
+    ``Error invoking function: c/runtime/src/iree/vm/invocation.c:103: INVALID_ARGUMENT; input
+    list and function mismatch; expected 2 arguments but passed 1`` -> ``input list and
+    function mismatch; expected 2 arguments but passed 1``."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    located = _IREE_LOCATION.search(text)
+    if located is not None:
+        text = text[located.end():]
+    text = _IREE_LOCATION.sub("", text)
+    text = _IREE_STACK.sub("", text)
+    return text.strip(" ;:") or type(exc).__name__
+
+
 def _one_line(exc: BaseException) -> str:
-    """IREE's status text without the source location: ``Error creating driver: x.c:12:
-    NOT_FOUND; Vulkan loader library not found; ...`` -> ``Vulkan loader library not found; ...``."""
+    """The first line of IREE's message, as :func:`iree_reason` gives it: ``Error creating
+    driver: x.c:12: NOT_FOUND; Vulkan loader library not found; ...`` -> ``Vulkan loader
+    library not found; ...``."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return re.sub(r"^(Error creating (driver|device)[^:]*: )?\S+\.c:\d+: ([A-Z_]+; )?", "", first).rstrip(" :")
+    return iree_reason(RuntimeError(first))
 
 
 def driver_devices(driver: str) -> list[dict]:
@@ -120,6 +144,41 @@ class Function:
         return f"<Function {self.name} of {self.program!r}>"
 
 
+_ZIP_MAGIC = b"PK\x03\x04"
+_WHAT_TO_DO = ("pass a .vmfb written by tp.export(...).save() or iree-compile; if it is one, it was truncated "
+               "or changed after it was written: copy or save it again")
+
+
+def _describe(vmfb: bytes | bytearray | memoryview, name: str | None) -> str:
+    return f"{len(vmfb)} bytes{', ' + name if name else ''}"
+
+
+def check_archive(vmfb: bytes | bytearray | memoryview, name: str | None = None) -> None:
+    """Check the integrity of a vmfb before IREE reads it: IREE writes vmfbs as zip
+    archives (``module.fb`` and the executables as members, each with a CRC-32), so a
+    truncated file (no zip directory at its end) or one whose bytes changed (a CRC that does
+    not match) is a ValueError saying so. Files without zip framing are left to IREE's own
+    flatbuffer verification."""
+    if bytes(vmfb[:4]) != _ZIP_MAGIC:
+        return
+    try:
+        with zipfile.ZipFile(io.BytesIO(vmfb)) as archive:
+            members = archive.namelist()
+            if not members or members[0] != "module.fb":
+                raise ValueError(f"not a loadable IREE VM flatbuffer ({_describe(vmfb, name)}): it is a zip "
+                                 f"archive holding {', '.join(members[:4]) or 'nothing'}"
+                                 f"{' ...' if len(members) > 4 else ''}, not an IREE module (module.fb); "
+                                 f"{_WHAT_TO_DO}")
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as exc:
+        raise ValueError(f"not a loadable IREE VM flatbuffer ({_describe(vmfb, name)}): the file is truncated or "
+                         f"damaged (its zip directory is missing or broken: {exc}); {_WHAT_TO_DO}") from None
+    if damaged is not None:
+        raise ValueError(f"not a loadable IREE VM flatbuffer ({_describe(vmfb, name)}): the file is damaged (the "
+                         f"checksum of its part {damaged!r} does not match its bytes, which changed after it "
+                         f"was written); {_WHAT_TO_DO}")
+
+
 def load_vm_module(vmfb: bytes | bytearray | memoryview, name: str | None = None) -> Any:
     """An IREE VM module from flatbuffer bytes (copied: it must not depend on the caller
     keeping ``vmfb`` alive); bytes that are no vmfb are a ValueError."""
@@ -127,8 +186,8 @@ def load_vm_module(vmfb: bytes | bytearray | memoryview, name: str | None = None
     try:
         return rt.VmModule.copy_buffer(_vm_instance(), bytes(vmfb))
     except (RuntimeError, ValueError) as exc:
-        raise ValueError(f"not a loadable IREE VM flatbuffer ({len(vmfb)} bytes"
-                         f"{', ' + name if name else ''}): {' '.join(str(exc).split())}") from None
+        raise ValueError(f"not a loadable IREE VM flatbuffer ({_describe(vmfb, name)}): IREE says: "
+                         f"{iree_reason(exc)}; {_WHAT_TO_DO}") from None
 
 
 class Program:
@@ -154,9 +213,11 @@ class Program:
         try:
             self._context = rt.VmContext(instance, modules=[rt.create_hal_module(instance, self._device),
                                                             *extra_modules, vm_module])
-        except RuntimeError as exc:
-            raise RuntimeError(f"{name or vm_module.name}: initializing the program on {driver} failed: "
-                               f"{' '.join(str(exc).split())}") from None
+        except (RuntimeError, ValueError) as exc:
+            raise RuntimeError(f"{name or vm_module.name}: initializing the program on {driver} failed: IREE "
+                               f"says: {iree_reason(exc)} (a program that passed its integrity checks failed "
+                               f"to start: check its weights and that the device works)") from None
+        self._invoke_lock = threading.Lock()  # a VM context must be used by one thread at a time
         self._allocator = self._device.allocator
         self._closed = False
         self._BufferView = rt.HalBufferView
@@ -242,12 +303,14 @@ class Program:
             args.push_ref(view)
         results = self._VariantList(n_results if n_results is not None else 4)
         try:
-            self._context.invoke(vm_function, args, results)
-        except ValueError as exc:  # IREE checks shapes and dtypes against the function's ABI
+            with self._invoke_lock:  # IREE VM contexts are thread-compatible, not thread-safe
+                self._context.invoke(vm_function, args, results)
+        except (ValueError, RuntimeError) as exc:  # IREE checks count, shapes and dtypes against the ABI
             declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
             given = ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
-            raise ValueError(f"{self!r}: calling {vm_function.name} with {given} failed: "
-                             f"{' '.join(str(exc).split())}\n  the function is: {declared}") from None
+            kind = ValueError if isinstance(exc, ValueError) or "INVALID_ARGUMENT" in str(exc) else RuntimeError
+            raise kind(f"{self!r}: calling {vm_function.name} with {given} failed: {iree_reason(exc)}\n"
+                       f"  the function is: {declared}") from None
         out = []
         for i in range(len(results)):
             view = results.get_as_object(i, self._BufferView)
@@ -305,6 +368,7 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str
         with open(source, "rb") as f:
             data = f.read()
         name = name or os.path.splitext(os.path.basename(os.fspath(source)))[0]
+    check_archive(data, name)
     return Program(data, device, name=name)
 
 

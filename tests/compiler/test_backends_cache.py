@@ -85,6 +85,23 @@ def test_damaged_entries_are_rejected_and_deleted(cache_dir, damage, caplog):
     assert "is corrupt" in caplog.text and "compiling again" in caplog.text
 
 
+def test_entries_of_the_previous_format_are_replaced_quietly(cache_dir, caplog):
+    import hashlib
+    import struct
+
+    key = _key(mlir="old format")
+    cache_dir.mkdir(parents=True)
+    payload = b"an artifact written before entries named their versions"
+    old = struct.pack("<8sQ32s", b"TPVMFB1\n", len(payload), hashlib.sha256(payload).digest()) + payload
+    path = cache_dir / f"{key}{cache.SUFFIX}"
+    path.write_bytes(old)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler.perf"):
+        assert cache.load_entry(key) is None
+    assert not path.exists() and cache.cache_stats()["stale"] == 1 and cache.cache_stats()["corrupt"] == 0
+    assert "older entry format" in caplog.text and not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert cache.get_or_compile(key, lambda: b"new", what="old") == b"new" and cache.load_entry(key) == b"new"
+
+
 def test_get_or_compile_recompiles_a_corrupt_entry(cache_dir, caplog):
     calls = []
 
@@ -100,7 +117,7 @@ def test_get_or_compile_recompiles_a_corrupt_entry(cache_dir, caplog):
         path.write_bytes(path.read_bytes()[:-3])                      # truncated by a crash
         assert cache.get_or_compile(key, compile_fn, what="graph 'g'") == b"fresh artifact"
     assert len(calls) == 2
-    assert cache.cache_stats() == {"hits": 1, "misses": 2, "compiles": 2, "corrupt": 1, "writes": 2}
+    assert cache.cache_stats() == {"hits": 1, "misses": 2, "compiles": 2, "corrupt": 1, "stale": 0, "writes": 2}
     assert "cache miss: graph 'g'" in caplog.text and "cache hit: graph 'g'" in caplog.text
     assert "IREE compile: graph 'g' took" in caplog.text
     assert cache.load_entry(key) == b"fresh artifact"

@@ -2,10 +2,17 @@
 
 The key is the sha256 of the tp MLIR (printed without locations), the backend name, the
 iree-compile flags, the target machine, and the IREE compiler and tensorplay versions. An
-entry is ``MAGIC | length | sha256(payload) | payload`` written to a temporary file and
-moved into place with ``os.replace``, so readers see a whole entry or none; an entry whose
-header does not match its payload is logged, deleted and recompiled, never loaded. A
-per-key file lock makes a second process (or thread) wait for the first compile and reuse it.
+entry is ``MAGIC | length | sha256(record + payload) | record length | record | payload``,
+where the record (JSON) names the key and the IREE and tensorplay versions that wrote it;
+it is written to a temporary file and moved into place with ``os.replace``, so readers see
+a whole entry or none. An entry whose header does not match its payload is logged, deleted
+and recompiled, never loaded; so is one whose record names another key or other versions
+(a file copied or edited by hand). A per-key file lock makes a second process (or thread)
+wait for the first compile and reuse it.
+
+The cache never makes a compile fail: a folder that cannot be written (read-only, under a
+regular file, a full disk) gives one warning per folder and process, and compiles go on
+without storing their artifacts.
 
 ``TENSORPLAY_CACHE_DIR`` chooses the folder (default ``$XDG_CACHE_HOME/tensorplay`` or
 ``~/.cache/tensorplay``); ``TENSORPLAY_CACHE=0`` turns the cache off.
@@ -13,6 +20,7 @@ per-key file lock makes a second process (or thread) wait for the first compile 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.util
 import json
@@ -38,15 +46,21 @@ __all__ = ["cache_dir", "cache_enabled", "cache_key", "load_entry", "store_entry
            "clear_cache", "cache_stats", "reset_cache_stats", "iree_compiler_version", "host_target",
            "MAGIC"]
 
-MAGIC = b"TPVMFB1\n"
-_HEADER = struct.Struct("<8sQ32s")
+MAGIC = b"TPVMFB2\n"
+#: the entry format before the record of who wrote it: read as stale, never as corrupt
+_OLD_MAGICS = (b"TPVMFB1\n",)
+_HEADER = struct.Struct("<8sQ32sI")  # magic, payload length, sha256(record + payload), record length
+_MAX_RECORD = 1 << 16
 SUFFIX = ".vmfb.tpc"
 
 _log = get_logger("perf")
 _stats_lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0, "compiles": 0, "corrupt": 0, "writes": 0}
+_stats = {"hits": 0, "misses": 0, "compiles": 0, "corrupt": 0, "stale": 0, "writes": 0}
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
+#: folders already warned about (unwritable, full, unreadable): one warning each per process
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
 
 
 def cache_dir() -> Path:
@@ -69,7 +83,8 @@ def _count(name: str) -> None:
 
 def cache_stats() -> dict[str, int]:
     """Counters of this process: ``hits``, ``misses``, ``compiles`` (IREE compiles run),
-    ``corrupt`` (entries rejected) and ``writes``."""
+    ``corrupt`` (damaged entries rejected), ``stale`` (entries of another key, IREE or
+    tensorplay version, or entry format, not used) and ``writes``."""
     with _stats_lock:
         return dict(_stats)
 
@@ -157,17 +172,45 @@ def _entry_path(key: str) -> Path:
     return cache_dir() / f"{key}{SUFFIX}"
 
 
-def _reject(path: Path, why: str) -> None:
-    _count("corrupt")
-    _log.warning("cache entry %s is corrupt (%s): deleted, compiling again", path.name, why)
+def _record(key: str) -> dict[str, str]:
+    """Who writes an entry: its key and the versions that produced it."""
+    return {"key": key, "iree": iree_compiler_version(), "tensorplay": _tensorplay_version()}
+
+
+def _warn_once(folder: Path, message: str, *args: Any) -> None:
+    """A warning about the cache folder, once per folder and process (not per compile)."""
+    name = os.path.abspath(str(folder))
+    with _warned_lock:
+        if name in _warned:
+            return
+        _warned.add(name)
+    _log.warning(message, *args)
+
+
+def _unlink(path: Path) -> None:
     try:
         path.unlink()
-    except FileNotFoundError:
+    except OSError:
         pass
 
 
+def _reject(path: Path, why: str) -> None:
+    _count("corrupt")
+    _log.warning("cache entry %s is corrupt (%s): deleted, compiling again", path.name, why)
+    _unlink(path)
+
+
+def _stale(path: Path, why: str, *, quiet: bool = False) -> None:
+    _count("stale")
+    (_log.info if quiet else _log.warning)("cache entry %s was not used (%s): deleted, compiling again",
+                                           path.name, why)
+    _unlink(path)
+
+
 def load_entry(key: str) -> bytes | None:
-    """The cached payload of ``key``, or None when absent or corrupt (corrupt ones are deleted)."""
+    """The cached payload of ``key``, or None when absent, corrupt or stale (those are
+    deleted): the header must match the payload and the record must name ``key`` and the
+    IREE compiler and tensorplay versions of this process."""
     path = _entry_path(key)
     try:
         with open(path, "rb") as f:
@@ -175,41 +218,84 @@ def load_entry(key: str) -> bytes | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        _log.warning("cache entry %s unreadable (%s): compiling again", path.name, exc)
+        _warn_once(path.parent, "tensorplay compile cache: cannot read %s (%s); compiling without the cache "
+                                "(this warning is given once per folder)", path.parent, exc.strerror or exc)
+        return None
+    if data[:8] in _OLD_MAGICS:
+        _stale(path, "written in an older entry format", quiet=True)
         return None
     if len(data) < _HEADER.size:
         _reject(path, f"{len(data)} bytes, shorter than the header")
         return None
-    magic, length, digest = _HEADER.unpack_from(data)
-    payload = data[_HEADER.size:]
+    magic, length, digest, record_length = _HEADER.unpack_from(data)
     if magic != MAGIC:
         _reject(path, "bad magic")
         return None
-    if length != len(payload):
-        _reject(path, f"header says {length} bytes, file holds {len(payload)}")
+    body = data[_HEADER.size:]
+    if record_length > min(len(body), _MAX_RECORD) or length != len(body) - record_length:
+        _reject(path, f"header says {length} bytes, file holds {max(0, len(body) - record_length)}")
         return None
-    if hashlib.sha256(payload).digest() != digest:
+    if hashlib.sha256(body).digest() != digest:
         _reject(path, "checksum mismatch")
         return None
-    return payload
+    try:
+        record = json.loads(body[:record_length].decode())
+    except (UnicodeDecodeError, ValueError):
+        _reject(path, "unreadable record")
+        return None
+    expected = _record(key)
+    if not isinstance(record, dict):
+        _reject(path, "unreadable record")
+        return None
+    for field, label in (("key", "another key"), ("iree", "another IREE compiler"),
+                         ("tensorplay", "another tensorplay")):
+        if record.get(field) != expected[field]:
+            _stale(path, f"written for {label}: {str(record.get(field))[:80]!r}, this process has "
+                         f"{expected[field][:80]!r}")
+            return None
+    return body[record_length:]
+
+
+def _write_all(f: Any, data: bytes) -> None:
+    """Write ``data`` to the open entry file ``f`` (a seam: disk-full handling is tested
+    by making it fail)."""
+    f.write(data)
 
 
 def store_entry(key: str, payload: bytes) -> Path | None:
-    """Write an entry atomically; returns its path (None when the folder is not writable)."""
+    """Write an entry atomically; returns its path, or None when the folder cannot be written
+    (read-only, not a folder, full: warned once per folder; the temporary file is removed)."""
     folder = cache_dir()
+    tmp: str | None = None
+    record = json.dumps(_record(key), sort_keys=True).encode()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)
         with os.fdopen(fd, "wb") as f:
-            f.write(_HEADER.pack(MAGIC, len(payload), hashlib.sha256(payload).digest()))
-            f.write(payload)
+            digest = hashlib.sha256(record)
+            digest.update(payload)
+            _write_all(f, _HEADER.pack(MAGIC, len(payload), digest.digest(), len(record)) + record)
+            _write_all(f, payload)
             f.flush()
             os.fsync(f.fileno())
         path = _entry_path(key)
         os.replace(tmp, path)
+        tmp = None
     except OSError as exc:
-        _log.warning("cannot write the compile cache in %s (%s); continuing without it", folder, exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            _warn_once(folder, "tensorplay compile cache: no space left to write in %s (%s); compiled programs "
+                               "are not cached until there is (compiling goes on without the cache; this "
+                               "warning is given once per folder). Free space, point TENSORPLAY_CACHE_DIR at "
+                               "another folder, or set TENSORPLAY_CACHE=0", folder, exc.strerror or exc)
+        else:
+            _warn_once(folder, "tensorplay compile cache: cannot write to %s (%s); compiled programs are not "
+                               "cached (compiling goes on without the cache; this warning is given once per "
+                               "folder). Point TENSORPLAY_CACHE_DIR at a writable folder, or set "
+                               "TENSORPLAY_CACHE=0", folder, exc.strerror or exc)
         return None
+    finally:
+        if tmp is not None:
+            _unlink(Path(tmp))
     _count("writes")
     return path
 
