@@ -450,3 +450,19 @@ def test_a_config_change_on_a_real_model_is_seen(backend):
             model(idx)
         with pytest.raises(AssertionError, match="exceeds 4"):
             cm(idx)
+
+
+def test_an_instance_attribute_removed_through_the_dict_uncovers_the_class_attribute(backend):
+    class M(tp.nn.Module):
+        gain = 2.0
+
+        def forward(self, x):
+            return x * self.gain
+
+    m = M()
+    cm = tp.compile(m, backend=backend)
+    x = tp.ones(2)
+    m.gain = 7.0
+    _check(cm, m, x)
+    m.__dict__.pop("gain")  # bypasses Module.__delattr__: found by the state fuzzer
+    _check(cm, m, x)

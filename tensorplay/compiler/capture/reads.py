@@ -285,7 +285,8 @@ def _fetch_expr(spec: tuple, i: int, ns: dict[str, Any]) -> str:
     if kind == "attr":
         _, r, name = spec
         ns[f"r{i}"], ns[f"n{i}"] = r, name
-        if isinstance(r, types.ModuleType):
+        if isinstance(r, types.ModuleType) or (
+                _is_module_instance(r) and _class_lookup(type(r), name) is MISSING and name in r.__dict__):
             ns[f"d{i}"] = r.__dict__
             return f"d{i}.get(n{i}, M)"
         return f"static_attr(r{i}, n{i})"
@@ -323,6 +324,10 @@ def _flat(v: Any) -> bool:
 def _signed_zeros(state: dict) -> list[str]:
     """Keys whose value is a float zero: ``0.0 == -0.0``, so these compare by bits too."""
     return [k for k, x in state.items() if type(x) is float and x == 0.0]
+
+
+def _is_module_instance(v: Any) -> bool:
+    return isinstance(v, _tensor_types()[1])
 
 
 def _const_key(v: Any) -> Any:
@@ -688,6 +693,11 @@ class ReadRecorder:
             # instance state, parameters and children: the module guard sees a rebinding; the
             # content of a container or plain object held there is guarded here
             self._mark_outside(value)
+            if name in receiver.__dict__ and not isinstance(value, (tensor_t, module_t)):
+                # the module guard's fast path trusts Module.__setattr__/__delattr__; a change
+                # made through ``m.__dict__`` bypasses them, so plain values are read again
+                r = receiver
+                self._record(("attr", id(r), name), f"{_label(r)}.{name}", ("attr", r, name), value, loc)
             self._content(value, f"{_label(receiver)}.{name}", loc)
             return value
         if outside or not isinstance(receiver, (tuple, *_CONST_TYPES, float)):
