@@ -63,6 +63,22 @@ def _check(compiled, eager, *args):
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def _follows(backend, target, *changes):
+    """Compile ``target``; before the first call and after each change the compiled result
+    equals eager's."""
+    compiled = tp.compile(target, backend=backend)
+    x = tp.ones(3)
+    _check(compiled, target, x)
+    for change in changes:
+        change()
+        _check(compiled, target, x)
+    return compiled
+
+
+def _set_global(name, value):
+    return lambda: globals().__setitem__(name, value)
+
+
 # -- the state changes found stale, one test each --------------------------------------------
 
 class DictOpts(tp.nn.Module):
@@ -106,60 +122,32 @@ def test_a_dict_entry_of_a_module_attribute(backend):
 
 def test_an_attribute_of_a_plain_object_held_by_a_module(backend):
     m = HoldsCfg()
-    cm = tp.compile(m, backend=backend)
-    x = tp.ones(3)
-    _check(cm, m, x)
-    m.cfg.z = 5.0
-    _check(cm, m, x)
+    _follows(backend, m, lambda: setattr(m.cfg, "z", 5.0))
 
 
 def test_an_attribute_of_a_plain_object_held_by_a_global(backend):
-    cf = tp.compile(_reads_cfg, backend=backend)
-    x = tp.ones(3)
-    _check(cf, _reads_cfg, x)
-    CFG.k = 7.0
-    _check(cf, _reads_cfg, x)
+    _follows(backend, _reads_cfg, lambda: setattr(CFG, "k", 7.0))
 
 
 def test_a_global_scalar_read_in_a_called_helper(backend):
-    global SCALE
-    cf = tp.compile(_via_helper, backend=backend)
-    x = tp.ones(3)
-    _check(cf, _via_helper, x)
-    SCALE = 3.0
-    _check(cf, _via_helper, x)
+    _follows(backend, _via_helper, _set_global("SCALE", 3.0))
 
 
 def test_a_global_tensor_read_in_a_called_helper_then_rebound(backend):
-    global W
-    W = tp.full((3,), 1.0)
-    cf = tp.compile(_via_helper_w, backend=backend)
-    x = tp.ones(3)
-    _check(cf, _via_helper_w, x)
-    W = tp.full((3,), 5.0)
-    _check(cf, _via_helper_w, x)
-    W.add_(1.0)  # an in-place update is read, no recompile
-    _check(cf, _via_helper_w, x)
+    _set_global("W", tp.full((3,), 1.0))()
+    _follows(backend, _via_helper_w, _set_global("W", tp.full((3,), 5.0)),
+             lambda: W.add_(1.0))  # an in-place update is read, no recompile
     assert backend.count == 2
 
 
 def test_a_list_item_of_a_module_attribute(backend):
     m = Layers()
-    cm = tp.compile(m, backend=backend)
-    x = tp.ones(3)
-    _check(cm, m, x)
-    m.layers[-1] = 10.0
-    _check(cm, m, x)
-    m.layers.append(4.0)  # a longer list: [-1] is another item now
-    _check(cm, m, x)
+    _follows(backend, m, lambda: m.layers.__setitem__(-1, 10.0),
+             lambda: m.layers.append(4.0))  # a longer list: [-1] is another item now
 
 
 def test_a_class_attribute(backend):
-    cf = tp.compile(_reads_class, backend=backend)
-    x = tp.ones(3)
-    _check(cf, _reads_class, x)
-    Cfg.factor = 9.0
-    _check(cf, _reads_class, x)
+    _follows(backend, _reads_class, lambda: setattr(Cfg, "factor", 9.0))
 
 
 def test_a_class_attribute_read_through_self(backend):
