@@ -454,3 +454,25 @@ def test_an_instance_attribute_removed_through_the_dict_uncovers_the_class_attri
     _check(cm, m, x)
     m.__dict__.pop("gain")  # bypasses Module.__delattr__: found by the state fuzzer
     _check(cm, m, x)
+
+
+def test_what_cannot_be_guarded_is_said_in_the_logs_and_in_explain(backend, caplog):
+    import operator
+
+    class Holder:
+        value = property(operator.attrgetter("_v"))  # a getter that is not Python code of yours
+
+        def __init__(self):
+            self._v = 2.0
+
+    holder = Holder()
+
+    def f(x):
+        return x * holder.value
+
+    cf = tp.compile(f, backend=backend)
+    with caplog.at_level(logging.INFO, logger="tensorplay.compiler.guards"):
+        _check(cf, f, tp.ones(2))
+    assert any("not guarded" in r.getMessage() and "Holder.value" in r.getMessage() for r in caplog.records)
+    report = str(tp.compiler.explain(f, tp.ones(2)))
+    assert "Not guarded:" in report and "Holder.value" in report and "descriptor of library code" in report

@@ -678,8 +678,7 @@ class ReadRecorder:
                 klass = receiver if isinstance(receiver, type) else type(receiver)
                 prop = _class_lookup(klass, name)
                 getter = getattr(prop, "fget", None)
-                if getter is not None and self._is_user_file(getattr(getattr(getter, "__code__", None),
-                                                                       "co_filename", "")):
+                if isinstance(getter, types.FunctionType) and self._is_user_file(getter.__code__.co_filename):
                     self._add_func(getter)
                     return _UNKNOWN  # the getter's own reads are followed
                 self.note(f"{type(receiver).__name__}.{name} at {loc}: read through a descriptor of "
