@@ -628,7 +628,7 @@ _FORWARDED = {
         "round", "sign", "reciprocal", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
         "greater", "greater_equal", "less", "less_equal", "not_equal", "equal", "logical_and",
         "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-        "bitwise_not", "clamp", "clip", "isnan", "isinf", "isfinite", "relu", "where", "allclose",
+        "bitwise_not", "clamp", "clip", "isnan", "isinf", "isfinite", "relu", "allclose",
         "isclose", "lerp", "nan_to_num",
     ],
     "_RD": [
@@ -658,12 +658,19 @@ def _expand(self: Tensor, *sizes: Any) -> Tensor:
     return _S.expand(self, *sizes)
 
 
+def _where(self: Tensor, condition: Any, other: Any) -> Tensor:
+    """``self`` where ``condition`` holds, else ``other`` (the condition comes first in
+    ``tp.where``)."""
+    return _E.where(condition, self, other)
+
+
 def _is_dtype_like(value: Any) -> builtins.bool:
     return isinstance(value, dt.DType) or _is_dtype_name(value)
 
 
 Tensor.view = _view
 Tensor.expand = _expand
+Tensor.where = _where
 
 # Imported last: these modules import Tensor from here.
 from .ops import creation as _C  # noqa: E402

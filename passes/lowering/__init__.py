@@ -12,7 +12,7 @@ from ...dialects.tp import mlir as M
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..registry import Pass, PassFailure, register_pass, register_pipeline
-from ._builder import dim_value, elem_type, ranked
+from ._builder import elem_type, fence, ranked
 from ._sizes import SizeValues
 from ._target import TargetTraits, lowering_for
 
@@ -38,6 +38,15 @@ class LowerCtx:
 
     def inputs(self) -> list[tuple[ir.Value, TensorType]]:
         return [(v, t) for v, t in zip(self.operands, self.in_types) if v is not None]
+
+    def sym_inputs(self) -> list[TensorType | None] | None:
+        """The symbolic types of :meth:`inputs`, or None where the function has none."""
+        if self.sym_in_types is None:
+            return None
+        return [t for v, t in zip(self.operands, self.sym_in_types) if v is not None]
+
+    def sym_output(self, i: int = 0) -> TensorType | None:
+        return None if self.sym_out_types is None else self.sym_out_types[i]
 
     def size(self, expr: Any) -> ir.Value | int:
         """A size (int or symbolic expression) as an int, or an ``index`` value computed at
@@ -115,8 +124,9 @@ class ConvertTpToLinalg(Pass):
         with lowering_for(TargetTraits(self.float64, self.int64_division)), ir.Location.unknown():
             for fn in _functions(module):
                 self._lower_function(fn)
+                _fence(fn, _read_through_two_maps)
                 if not self.fuse_outer_reductions:
-                    _fence_outer_reductions(fn)
+                    _fence(fn, _outer_reduction)
 
     def _lower_function(self, fn: ir.Operation) -> None:
         block = fn.regions[0].blocks[0]
@@ -175,35 +185,115 @@ class ConvertTpToLinalg(Pass):
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
 
 
-def _fence_outer_reductions(fn: ir.Operation) -> None:
-    """Put ``util.optimization_barrier`` on the results of each ``linalg.generic`` whose
-    reduction dims are not all after its parallel dims, so IREE does not fuse it with its
-    consumers."""
-    def outer(op: ir.Operation) -> bool:
-        if op.name != "linalg.generic":
-            return False
-        kinds = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-        reduction = ["reduction" in k for k in kinds]
-        return any(r and not later for r, later in zip(reduction, reduction[1:]))
+def _is_reduction(op: ir.Operation) -> list[bool] | None:
+    """For a ``linalg.generic``, which of its iterators are reductions; else None."""
+    if op.name != "linalg.generic":
+        return None
+    return ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _outer_reduction(op: ir.Operation) -> bool:
+    """A reduction whose reduction dims are not all after its parallel dims."""
+    reduction = _is_reduction(op)
+    return reduction is not None and any(r and not later for r, later in zip(reduction, reduction[1:]))
+
+
+#: in an access, a reduction dim that no single dim of the value indexes
+_MIXED = "*"
+
+
+def _map_dims(m: ir.AffineMap) -> list[int | None]:
+    """The iteration dim of each result of an indexing map (None: a constant or other expr)."""
+    return [e.position if isinstance(e, ir.AffineDimExpr) else None for e in m.results]
+
+
+def _static_sizes(value: ir.Value) -> list[int | None]:
+    t = ir.RankedTensorType(value.type)
+    return [None if t.is_dynamic_dim(i) else t.shape[i] for i in range(t.rank)]
+
+
+def _reshaped(access: tuple, op: ir.Operation) -> tuple:
+    """``access`` (for each non-unit dim of the reduction, the dim of the operand indexing it)
+    carried through a ``tensor.expand_shape`` / ``collapse_shape`` to the result's dims."""
+    groups = [[ir.IntegerAttr(i).value for i in ir.ArrayAttr(g)] for g in ir.ArrayAttr(op.attributes["reassociation"])]
+    wide = _static_sizes(op.results[0] if op.name == "tensor.expand_shape" else op.operands[0])
+    where: dict[int, object] = {}
+    for narrow_dim, group in enumerate(groups):
+        real = [d for d in group if wide[d] != 1]
+        if op.name == "tensor.expand_shape":
+            where[narrow_dim] = real[0] if len(real) == 1 else _MIXED
+        else:
+            for d in group:
+                where[d] = narrow_dim if real == [d] else _MIXED
+    return tuple(_MIXED if a == _MIXED else where.get(a, _MIXED) for a in access)
+
+
+def _read_through_two_maps(op: ir.Operation) -> bool:
+    """A reduction whose result one ``linalg.generic`` reads, through two of its operands
+    (directly or through reshapes and other generics), at different elements of the
+    iteration space (``s[:, None] + s[None, :]``, ``s + s.t()``, ``(2 * s)[:, None] + s[None, :]``).
+    IREE 3.13 fuses such a reduction into that reader and computes only the elements where
+    both reads coincide (the diagonal); reads of the same elements (``(x - m) * m``, softmax,
+    layer_norm) fuse correctly."""
+    if not any(_is_reduction(op) or ()):
+        return False
+    reads: dict[ir.Operation, set[tuple[int, tuple]]] = {}
+    seen: set[tuple] = set()
+    stack = []
+    for result in op.results:
+        access = tuple(i for i, size in enumerate(_static_sizes(result)) if size != 1)
+        stack.append((result, access))
+    while stack:
+        value, access = stack.pop()
+        for use in value.uses:
+            user = use.owner.operation
+            if user.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+                nxt = [(user.results[0], _reshaped(access, user))]
+            elif user.name == "tensor.cast":
+                nxt = [(user.results[0], access)]
+            elif user.name == "linalg.transpose":  # result dim i is input dim permutation[i]
+                perm = list(ir.DenseI64ArrayAttr(user.attributes["permutation"]))
+                nxt = [(user.results[0], tuple(_MIXED if a == _MIXED else perm.index(a) for a in access))]
+            elif user.name == "linalg.generic":
+                maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(user.attributes["indexing_maps"])]
+                dims = _map_dims(maps[use.operand_number])
+                read = tuple(_MIXED if a == _MIXED or dims[a] is None else dims[a] for a in access)
+                here = reads.setdefault(user, set())
+                here.add((use.operand_number, read))
+                if len({r for _, r in here}) > 1 or (len({k for k, _ in here}) > 1
+                                                     and any(_MIXED in r for _, r in here)):
+                    return True
+                outs = maps[len(maps) - len(user.results):]
+                nxt = []
+                for result, out in zip(user.results, outs):
+                    out_dims = _map_dims(out)
+                    nxt.append((result, tuple(out_dims.index(d) if d != _MIXED and d in out_dims else _MIXED
+                                              for d in read)))
+            else:
+                continue
+            for item in nxt:
+                if item not in seen:
+                    seen.add(item)
+                    stack.append(item)
+    return False
+
+
+def _fence(fn: ir.Operation, fenced: Callable[[ir.Operation], bool]) -> None:
+    """Put ``util.optimization_barrier`` on the results of each op that ``fenced`` selects,
+    so IREE does not fuse it with its consumers."""
+    chosen: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        if outer(op):
-            for result in reversed(list(op.results)):
-                # one barrier per result (its operands and results share one type); a dynamic
-                # result's sizes, read before the barrier, are tied to it again for IREE
-                rtype = ir.RankedTensorType(result.type)
-                with ir.InsertionPoint.after(op), op.location:
-                    dims = [dim_value(result, i) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
-                    fence = ir.Operation.create("util.optimization_barrier", results=[result.type],
-                                                operands=[result])
-                    keep = [fence, *(d.owner.operation for d in dims)]
-                    if dims:
-                        fence = ir.Operation.create("flow.tensor.tie_shape", results=[result.type],
-                                                    operands=[fence.results[0], *dims])
-                result.replace_all_uses_except(fence.results[0], keep)
+        if fenced(op):
+            chosen.append(op)
         return ir.WalkResult.ADVANCE
 
     fn.walk(visit)
+    for op in chosen:
+        for result in reversed(list(op.results)):  # one barrier per result
+            with ir.InsertionPoint.after(op), op.location:
+                fenced, made = fence(result)
+            result.replace_all_uses_except(fenced, made)
 
 
 def _where(op: ir.Operation) -> str:

@@ -152,35 +152,111 @@ def broadcast_map(in_shape: Sequence[Any], out_rank: int, out_shape: Sequence[An
     return ir.AffineMap.get(out_rank, 0, exprs)
 
 
-def _dynamic_sources(out: TensorType, operands: Sequence[tuple[ir.Value, TensorType]]):
-    sources: list[tuple[ir.Value, int] | None] = []
+def fence(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
+    """``value`` through a ``util.optimization_barrier`` (IREE fuses nothing across it), its
+    dynamic sizes tied to it again with ``flow.tensor.tie_shape``; and the ops made."""
+    rtype = ir.RankedTensorType(value.type)
+    dims = [dim_value(value, i) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
+    barrier = ir.Operation.create("util.optimization_barrier", results=[value.type], operands=[value])
+    made = [barrier, *(d.owner.operation for d in dims)]
+    if not dims:
+        return barrier.results[0], made
+    tied = ir.Operation.create("flow.tensor.tie_shape", results=[value.type], operands=[barrier.results[0], *dims])
+    return tied.results[0], made + [tied]
+
+
+def _stretched(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType,
+               sym_in: Sequence[TensorType | None] | None, sym_out: TensorType | None) -> list[list[int]]:
+    """For each operand, its dynamic dims that need not have the result's size: those whose
+    result size is static (and not 1), or symbolic with another expression. Broadcasting
+    makes such a size 1 or the result's at run time (``x[::3] + x`` has ``(s0 + 2) // 3``
+    against ``s0``, equal or 1 by a guard of the capture)."""
+    out_sym = sym_out.shape if sym_out is not None else None
+    result = []
+    for n, (_, t) in enumerate(operands):
+        mine = sym_in[n].shape if sym_in is not None and sym_in[n] is not None else None
+        dims = []
+        for j, d in enumerate(t.shape):
+            k = out.rank - t.rank + j
+            if is_static(d):
+                continue
+            if is_static(out.shape[k]):
+                if out.shape[k] != 1:
+                    dims.append(j)
+            elif mine is not None and out_sym is not None and mine[j] != out_sym[k]:
+                dims.append(j)
+        result.append(dims)
+    return result
+
+
+def _dynamic_sizes(out: TensorType, operands: Sequence[tuple[ir.Value, TensorType]],
+                   stretched: Sequence[Sequence[int]]) -> list[Any]:
+    """The result's sizes: static ones as ints, dynamic ones read from an operand that has
+    the result's size there, or else the broadcast of the operands' run-time sizes."""
+    sizes: list[Any] = []
     for k, d in enumerate(out.shape):
         if is_static(d):
-            sources.append(None)
+            sizes.append(int(d))
             continue
-        found = None
-        for value, t in operands:
+        exact, maybe = None, []
+        for (value, t), dims in zip(operands, stretched):
             j = k - (out.rank - t.rank)
-            if j >= 0 and not (is_static(t.shape[j]) and t.shape[j] == 1):
-                found = (value, j)
-                break
-        sources.append(found)
-    return sources
+            if j < 0 or is_static(t.shape[j]) and t.shape[j] == 1:
+                continue
+            if j in dims:
+                maybe.append(dim_value(value, j))
+            elif exact is None:
+                exact = dim_value(value, j)
+        if exact is None:
+            if not maybe:
+                raise ValueError(f"no source for the size of dynamic dimension {k} of {out}")
+            exact = maybe[0]
+            one = index_const(1)
+            for other in maybe[1:]:  # 1 stretches to the other size
+                exact = arith.SelectOp(arith.CmpIOp(arith.CmpIPredicate.eq, exact, one).result, other, exact).result
+        sizes.append(exact)
+    return sizes
 
 
 def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType,
-                body: Callable[[list[ir.Value]], ir.Value]) -> ir.Value:
+                body: Callable[[list[ir.Value]], ir.Value], *,
+                sym_in: Sequence[TensorType | None] | None = None, sym_out: TensorType | None = None) -> ir.Value:
     """A parallel ``linalg.generic`` over ``out``'s shape reading broadcast operands;
-    ``body`` maps the scalar block arguments to the result scalar (of ``out``'s dtype)."""
-    init = empty_like_type(out, _dynamic_sources(out, operands))
-    maps = [broadcast_map(t.shape, out.rank, out.shape) for _, t in operands] + [identity_map(out.rank)]
+    ``body`` maps the scalar block arguments to the result scalar (of ``out``'s dtype).
+    ``sym_in`` / ``sym_out`` are the symbolic types where the function has them: a dynamic
+    operand size that may be a run-time 1 (see :func:`_stretched`) is read at index 0 or i,
+    chosen at run time with ``tensor.extract`` (from behind a barrier: IREE 3.13 cannot
+    compile such reads of a strided slice fused into the dispatch); every other operand
+    through its indexing map."""
+    stretched = _stretched(operands, out, sym_in, sym_out)
+    operands = [(fence(v)[0], t) if dims else (v, t) for (v, t), dims in zip(operands, stretched)]
+    init = tensor.EmptyOp(_dynamic_sizes(out, operands, stretched), elem_type(out.dtype)).result
+    mapped = [n for n, dims in enumerate(stretched) if not dims]
+    maps = [broadcast_map(operands[n][1].shape, out.rank, out.shape) for n in mapped] + [identity_map(out.rank)]
     iters = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")] * out.rank)
-    op = linalg.GenericOp([ranked(out)], [v for v, _ in operands], [init],
+    sizes = {(n, j): dim_value(operands[n][0], j) for n, dims in enumerate(stretched) for j in dims}
+    op = linalg.GenericOp([ranked(out)], [operands[n][0] for n in mapped], [init],
                           ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]), iters)
-    arg_types = [elem_type(t.dtype) for _, t in operands] + [elem_type(out.dtype)]
+    arg_types = [elem_type(operands[n][1].dtype) for n in mapped] + [elem_type(out.dtype)]
     block = op.regions[0].blocks.append(*arg_types)
     with ir.InsertionPoint(block):
-        linalg.YieldOp([body(list(block.arguments)[:-1])])
+        args = dict(zip(mapped, block.arguments))
+        for n, dims in enumerate(stretched):
+            if not dims:
+                continue
+            one, zero = index_const(1), index_const(0)
+            value, t = operands[n]
+            idx = []
+            for j, d in enumerate(t.shape):
+                i = linalg.IndexOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), out.rank - t.rank + j)).result
+                if j in dims:
+                    single = arith.CmpIOp(arith.CmpIPredicate.eq, sizes[n, j], one).result
+                    i = arith.SelectOp(single, zero, i).result
+                elif is_static(d) and d == 1:
+                    i = zero
+                idx.append(i)
+            args[n] = tensor.ExtractOp(value, idx).result
+        linalg.YieldOp([body([args[n] for n in range(len(operands))])])
     return op.result
 
 

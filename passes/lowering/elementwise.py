@@ -362,7 +362,7 @@ def _lower_table_op(ctx: LowerCtx) -> list[ir.Value]:
         produced = dt.bool_ if mode in ("pred", "logical") else work
         return cast_scalar(result, produced, out.dtype)
 
-    return [elementwise(inputs, out, body)]
+    return [elementwise(inputs, out, body, sym_in=ctx.sym_inputs(), sym_out=ctx.sym_output())]
 
 
 lowers(*_TABLE, summary="`linalg.generic` (parallel; broadcasts as indexing maps) with arith/math "
@@ -381,7 +381,7 @@ def _where(ctx: LowerCtx) -> list[ir.Value]:
         b = cast_scalar(args[2], inputs[2][1].dtype, work)
         return cast_scalar(arith.SelectOp(cond, a, b).result, work, out.dtype)
 
-    return [elementwise(inputs, out, body)]
+    return [elementwise(inputs, out, body, sym_in=ctx.sym_inputs(), sym_out=ctx.sym_output())]
 
 
 @lowers("tp.cast", summary="`linalg.generic` with the arith conversion (truncation toward zero, "
@@ -389,4 +389,5 @@ def _where(ctx: LowerCtx) -> list[ir.Value]:
 def _cast(ctx: LowerCtx) -> list[ir.Value]:
     inputs = ctx.inputs()
     src, out = inputs[0][1].dtype, ctx.out_types[0]
-    return [elementwise(inputs, out, lambda args: cast_scalar(args[0], src, out.dtype))]
+    return [elementwise(inputs, out, lambda args: cast_scalar(args[0], src, out.dtype),
+                        sym_in=ctx.sym_inputs(), sym_out=ctx.sym_output())]

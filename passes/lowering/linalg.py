@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Union
 
 from ...dialects.ir import arith, ir, linalg, tensor
+from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
 from ._builder import (broadcast_map, cast_scalar, compute_dtype, const_scalar, dim_value, elem_type,
@@ -182,6 +183,40 @@ def _map(*dims: int) -> ir.AffineMap:
     return ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(d) for d in dims])
 
 
+_RESHAPES = ("tensor.cast", "tensor.expand_shape", "tensor.collapse_shape")
+
+
+def _splat(value: ir.Value) -> ir.Value | None:
+    """The scalar of a ``linalg.fill`` result (seen through reshapes and casts), else None."""
+    while True:
+        op = getattr(value.owner, "operation", None)
+        if op is None:  # a block argument
+            return None
+        if op.name == "linalg.fill":
+            return op.operands[0]
+        if op.name not in _RESHAPES:
+            return None
+        value = op.operands[0]
+
+
+def _splat_product(a: ir.Value, b: ir.Value, k: Size, dtype, acc_dtype) -> ir.Value:
+    """The one value of a product of two splats: ``k * a * b`` (0 when ``k`` is 0, also for
+    NaN or infinite splats, as an empty sum is)."""
+    va, vb = (cast_scalar(v, dtype, acc_dtype) for v in (a, b))
+    if isinstance(k, int):
+        count = const_scalar(k, acc_dtype)
+    else:
+        count = arith.IndexCastOp(ir.IntegerType.get_signless(64), k).result
+        count = cast_scalar(count, dt.int64, acc_dtype)
+    if acc_dtype.is_floating_point:
+        total = arith.MulFOp(count, arith.MulFOp(va, vb).result).result
+        empty = arith.CmpIOp(arith.CmpIPredicate.eq, as_index(k), index_const(0)).result
+        total = arith.SelectOp(empty, const_scalar(0, acc_dtype), total).result
+    else:
+        total = arith.MulIOp(count, arith.MulIOp(va, vb).result).result
+    return total
+
+
 @lowers("tp.matmul", summary="`linalg.matmul` (rhs without batch: lhs batch folded into rows) or "
                              "`linalg.batch_matmul` (batch-less operands through broadcasting "
                              "indexing maps); 1-D operands via `tensor.expand_shape`/`collapse_shape`, "
@@ -202,6 +237,20 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
     nb = max(len(a_sizes), len(b_sizes)) - 2
     batch = _result_batch(out, a_sizes, b_sizes, nb)
     m, n = a_sizes[-2], b_sizes[-1]
+    drop = ({nb} if ta.rank == 1 else set()) | ({nb + 1} if tb.rank == 1 else set())
+    splats = _splat(a), _splat(b)
+    if all(s is not None for s in splats):
+        # IREE 3.13 cannot compile a contraction of two splats with dynamic sizes (its CPU
+        # codegen asks for too large vectors): every element is the same sum, filled.
+        sizes = [s for i, s in enumerate(batch + [m, n]) if i not in drop]
+        op = linalg.GenericOp([tensor_of(sizes, elem)], [], [tensor.EmptyOp(sizes, elem).result],
+                              ir.ArrayAttr.get([ir.AffineMapAttr.get(identity_map(len(sizes)))]),
+                              ir.ArrayAttr.get(parallel_iterators(len(sizes))))
+        block = op.regions[0].blocks.append(elem)
+        with ir.InsertionPoint(block):  # computed in the dispatch: the host has no half types
+            value = _splat_product(*splats, a_sizes[-1], dtype, acc_dtype)
+            linalg.YieldOp([cast_scalar(value, acc_dtype, dtype)])
+        return [match_type(op.result, out)]
     a_unit = all(isinstance(s, int) and s == 1 for s in a_sizes[:-2])
     b_unit = all(isinstance(s, int) and s == 1 for s in b_sizes[:-2])
     # IREE 3.13 crashes compiling a contraction over a static empty dim; the sum is just 0.
@@ -239,7 +288,6 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
                 ops.append(batched(value, sizes))
             result = linalg.batch_matmul(*ops, outs=[acc])
         result = expand(result, batch + [m, n], [list(range(nb)), [nb], [nb + 1]], acc_elem)
-    drop = ({nb} if ta.rank == 1 else set()) | ({nb + 1} if tb.rank == 1 else set())
     result, _ = drop_unit_dims(result, batch + [m, n], drop, acc_elem)
     if acc_dtype is not dtype:
         acc_t = out.with_dtype(acc_dtype)

@@ -27,6 +27,7 @@ from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
 from ._builder import (cast_scalar, compute_dtype, const_scalar, dim_value, elem_type,
                        empty_like_type, identity_map, index_const, ranked)
+from .linalg import collapse, expand, sizes_of, zeros
 
 __all__: list[str] = []
 
@@ -447,18 +448,29 @@ def _cumsum(ctx: LowerCtx) -> list[ir.Value]:
         src = _elementwise([(x, t)], wt, lambda a: _read(a[0], t.dtype, out.dtype, work))
     if t.rank:
         dim = _along(ctx, t)[0]
-        init = empty_like_type(wt, [(x, i) for i in range(t.rank)])
-        carry = _filled(x, t, (dim,), work, 0)
+        w = elem_type(work)
+        # IREE 3.13 cannot compile a scan of more than three dynamic dims (its tiling asks for
+        # a stack buffer past the limit), so higher ranks scan a (before, dim, after) view.
+        sizes = sizes_of(x, t)
+        groups = [g for g in (list(range(dim)), [dim], list(range(dim + 1, t.rank))) if g]
+        if t.rank > 3:
+            src, view = collapse(src, sizes, groups, w)
+            along = groups.index([dim])
+        else:
+            view, along = sizes, dim
+        init = tensor.EmptyOp(view, w).result
+        carry = zeros([s for i, s in enumerate(view) if i != along], work)
         scan = ir.Operation.create(
             "iree_linalg_ext.scan", results=[init.type, carry.type], operands=[src, init, carry],
-            attributes={"dimension": ir.IntegerAttr.get(elem_type(dt.int64), dim),
+            attributes={"dimension": ir.IntegerAttr.get(elem_type(dt.int64), along),
                         "inclusive": ir.BoolAttr.get(True)}, regions=1)
-        w = elem_type(work)
         block = scan.regions[0].blocks.append(w, w)
         with ir.InsertionPoint(block):
             a, b = block.arguments
             ir.Operation.create("iree_linalg_ext.yield", operands=[_add(a, b, work)])
         src = scan.results[0]
+        if t.rank > 3:
+            src = expand(src, sizes, groups, w)
     if work is not out.dtype:
         src = _elementwise([(src, wt)], out, lambda a: cast_scalar(a[0], work, out.dtype))
     return [src]

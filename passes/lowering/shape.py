@@ -17,7 +17,7 @@ from ...dialects.tp.ops.shape import Flip
 from ...dialects.tp.shapes import normalize_dim
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
-from ._builder import dim_value, elem_type, index_const, ranked
+from ._builder import dim_value, elem_type, fence, index_const, ranked
 
 __all__ = ["Size", "sizes_of", "index_of", "empty_of", "generic", "loop_index", "cast_to", "collapse", "expand",
            "reshape", "transpose"]
@@ -205,10 +205,18 @@ def _broadcast_to(ctx: LowerCtx) -> list[ir.Value]:
     out_sizes = [int(d) if is_static(d) else known[k] if known[k] is not None else in_sizes[k - lead]
                  for k, d in enumerate(out.shape)]
     init = empty_of(out_sizes, out)
-    # A dynamic input size stretched to a static target other than 1 is 1 or the target at
-    # run time: those dimensions read index 0 or i, chosen at run time.
-    runtime = [j for j, d in enumerate(t.shape)
-               if not is_static(d) and is_static(out.shape[lead + j]) and out.shape[lead + j] != 1]
+    # A dynamic input size stretched to a static target other than 1, or to a symbolic one of
+    # another expression, is 1 or the target at run time: those dimensions read index 0 or
+    # i, chosen at run time.
+    sym_in, sym_out = ctx.sym_inputs(), ctx.sym_output()
+
+    def stretched(j: int) -> bool:
+        target = out.shape[lead + j]
+        if is_static(target):
+            return target != 1
+        return sym_in is not None and sym_out is not None and sym_in[0].shape[j] != sym_out.shape[lead + j]
+
+    runtime = [j for j, d in enumerate(t.shape) if not is_static(d) and stretched(j)]
     if not runtime:
         exprs = [ir.AffineConstantExpr.get(0)
                  if is_static(d) and d == 1 and out.shape[lead + j] != 1 else ir.AffineDimExpr.get(lead + j)
@@ -216,6 +224,7 @@ def _broadcast_to(ctx: LowerCtx) -> list[ir.Value]:
         return [generic(out, init, [(value, ir.AffineMap.get(out.rank, 0, exprs), t)], lambda a: a[0])]
     one = index_const(1)
     zero = index_const(0)
+    value = fence(value)[0]  # IREE 3.13 cannot compile these reads of a fused strided slice
 
     def body(_: list[ir.Value]) -> ir.Value:
         idx = []
@@ -298,6 +307,13 @@ def _slice(ctx: LowerCtx) -> list[ir.Value]:
         return [cast_to(empty_of(lengths, out), out)]
     do, so = _mixed(offsets)
     dl, sl = _mixed(lengths)
+    if (not t.has_static_shape and not t.dtype.is_bool and any(st != 1 for st in steps)
+            and not isinstance(value.owner, ir.Block)):
+        # IREE 3.13 cannot compile a strided slice of dynamic sizes fused with a producer that
+        # reads i1 and a reduction after it (a stack allocation overflows): the source is
+        # computed apart. Not for i1 sources, which need no barrier on the CPU and whose
+        # strided reads of a materialized i1 tensor SPIR-V code gets wrong.
+        value = fence(value)[0]
     op = tensor.ExtractSliceOp(ranked(out.with_shape(tuple(None if not isinstance(n, int) else n
                                                            for n in lengths))),
                                value, do, dl, [], so, sl, steps)

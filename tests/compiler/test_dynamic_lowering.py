@@ -52,11 +52,36 @@ def images(img, k):
     return F.max_pool2d(F.relu(y), 2), F.avg_pool2d(y, 2, ceil_mode=True)
 
 
+def prefix_sums(x):
+    # scans of four symbolic dims: IREE compiles scans of at most three, so a view is scanned
+    return x.cumsum(0), x.cumsum(-1), (x > 0).cumsum(2)
+
+
+def splat_products(x, y):
+    # both operands filled tensors: IREE cannot compile that contraction, the sum is filled
+    return tp.ones_like(x) @ tp.full_like(y, 0.5), tp.zeros_like(x) @ tp.zeros_like(y)
+
+
+def strided_broadcasts(x):
+    # x[:, ::3] has (s1 + 2) // 3 columns: 1 by a guard of the capture, broadcast against s1 and 4
+    part = x[:, ::3]
+    return part + x, tp.where(x > 0, part, x), part.expand_as(x), part + tp.ones(4)
+
+
+def strided_masks(x):
+    # a mask's integers sliced with a step, then summed: IREE cannot compile the three fused
+    return (x > 0).int()[::3].sum(0), (x < 0)[:, ::2].long().sum(-1)
+
+
 CASES = {
     "shapes_and_views": (shapes_and_views, [((2, 6, 3), (3,)), ((1, 1, 3), (3,)), ((4, 9, 3), (3,))]),
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
     "layers": (layers, [((2, 5, 8), (8, 4)), ((1, 1, 8), (8, 4)), ((3, 12, 8), (8, 4))]),
     "images": (images, [((1, 2, 8, 8), (4, 2, 3, 3)), ((3, 2, 5, 7), (4, 2, 3, 3)), ((2, 2, 12, 4), (4, 2, 3, 3))]),
+    "prefix_sums": (prefix_sums, [((2, 3, 4, 5),), ((1, 2, 1, 3),), ((3, 1, 5, 2),)]),
+    "strided_broadcasts": (strided_broadcasts, [((2, 3),), ((4, 2),), ((1, 3),)]),
+    "strided_masks": (strided_masks, [((5, 7),), ((4, 3),), ((9, 2),)]),
+    "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
 }
 
 

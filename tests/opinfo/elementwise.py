@@ -187,6 +187,10 @@ OPS = [
                            Sample((make_arg(rng, (2,), tp.bool), make_arg(rng, (2,), d), 0.5),
                                   desc="scalar other")],
            dtypes=ALL_DTYPES),
+    OpInfo("where_method", lambda lib, c, a, b: a.where(c, b), lambda c, a, b: np.where(c, _f(a), _f(b)),
+           lambda rng, d: [Sample((make_arg(rng, (3, 4), tp.bool), make_arg(rng, (3, 1), d),
+                                   make_arg(rng, (4,), d)), desc="broadcast")],
+           dtypes=ALL_DTYPES),
     OpInfo("cast", lambda lib, a, dtype: a.to(getattr(lib, dtype)),
            lambda a, dtype: np.trunc(_f(a)) if dtype in ("int32", "int64")
            else (_f(a) != 0 if dtype == "bool" else _f(a)),
