@@ -137,4 +137,21 @@ def test_lowered_ops_match_reference(family):
     assert not failures, f"{len(failures)} of {len(calls)} calls differ:\n" + "\n".join(failures[:30])
 
 
+def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
+    # IREE 3.13 rejected unit dims added to a one-element slice that is also used as it is
+    # ("expected rank to be smaller or equal to the other rank"); a matmul adds them to 1-d
+    # operands. The lowering reads the one element with a generic instead.
+    def f(x):
+        return x[1:2, None], x[1:2, None].exp(), x.narrow(0, 2, 1)[None, None] * 2, x[-2, None] @ x[-2, None]
+
+    x = tp.tensor(np.arange(5, dtype=np.float32))
+    tp.compiler.reset()
+    try:
+        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    finally:
+        tp.compiler.reset()
+
+
 del ml_dtypes, tolerance

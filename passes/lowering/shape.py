@@ -305,6 +305,12 @@ def _slice(ctx: LowerCtx) -> list[ir.Value]:
         return [value]
     if any(n == 0 for n in lengths if isinstance(n, int)):
         return [cast_to(empty_of(lengths, out), out)]
+    if out.has_static_shape and out.numel() == 1 and out.rank:
+        # IREE 3.13 cannot compile a one-element extract_slice whose result gets two or more
+        # unit dims (x[1:2, None], a 1-d operand of matmul) and is also used as it is: the one
+        # element is read by a generic instead
+        at = [index_const(o) if isinstance(o, int) else o for o in offsets]
+        return [generic(out, empty_of(list(out.shape), out), [], lambda _: tensor.ExtractOp(value, at).result)]
     do, so = _mixed(offsets)
     dl, sl = _mixed(lengths)
     if (not t.has_static_shape and not t.dtype.is_bool and any(st != 1 for st in steps)

@@ -535,3 +535,26 @@ def test_disallow_in_graph_watches_one_closure_of_a_factory(backend):
     np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).numpy(), [5.0, -10.0, 15.0])
     report = tpc.explain(f, x3())
     assert report.graph_break_count == 1 and "make.<locals>.scale" in report.break_reasons[0].reason
+
+
+def test_a_disallowed_builtin_called_by_the_backend_does_not_reenter_the_capture(tmp_path, monkeypatch):
+    """The IREE backend's cache names its temporary files with random.choices, which calls
+    math.floor: with math.floor disallowed, a graph break's compile must not be taken for a
+    call of the program (it once re-entered the flush and waited on its own cache lock)."""
+    import math
+    import threading
+
+    monkeypatch.setenv("TENSORPLAY_CACHE_DIR", str(tmp_path))
+    tpc.disallow_in_graph(math.floor)
+
+    @tpc.compile(backend="iree-cpu")
+    def f(x):
+        y = x * 3
+        return y + float(y.sum())  # a break: the first segment compiles (and is cached) here
+
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(f(tp.ones(3)).numpy()), daemon=True)
+    worker.start()
+    worker.join(timeout=300)
+    assert not worker.is_alive(), "the compile inside the graph break deadlocked"
+    np.testing.assert_allclose(outcome[0], [12.0, 12.0, 12.0])

@@ -1341,9 +1341,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             p = generate(args.seed, i)
             print(f"# index {i}\n{p.source('break')}\nargs = {p.args_source()}\n")
     t0 = time.monotonic()
-    last = [t0]
+    last, shown = [t0], [0]
 
     def progress(r: Report) -> None:
+        for f in r.failures[shown[0]:]:  # as soon as they are found
+            print("\n" + "=" * 100 + "\n" + f.report(), flush=True)
+        shown[0] = len(r.failures)
         now = time.monotonic()
         if now - last[0] > 30 or r.programs == len(indices):
             last[0] = now
@@ -1352,8 +1355,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     report = run(args.seed, indices, group=args.group, use_torch=not args.no_torch, variants=variants,
                  progress=progress)
-    for f in report.failures:
-        print("\n" + "=" * 100 + "\n" + f.report(), flush=True)
     wall = time.monotonic() - t0
     runs = ", ".join(f"{k} {v}" for k, v in sorted(report.runs.items()))
     failed = Counter(f.variant for f in report.failures)

@@ -622,11 +622,15 @@ class Capture:
         self._new_graph()
 
     def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        # The backend's code is not the traced program: no read recording, no capture (markers'
+        # call interception sees no capture and leaves it alone, so a disallowed function that
+        # the backend or the cache happens to call cannot re-enter this session's flush).
         recorder = self._active_recorder
         if recorder is not None:
-            recorder.paused += 1  # the backend's code is not the traced program
+            recorder.paused += 1
         try:
-            return self._run_graph_now(graph, arrays, segment)
+            with suspended():
+                return self._run_graph_now(graph, arrays, segment)
         finally:
             if recorder is not None:
                 recorder.paused -= 1
