@@ -165,6 +165,23 @@ def fence(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
     return tied.results[0], made + [tied]
 
 
+def unfused_strided_slice(value: ir.Value) -> ir.Value:
+    """``value``, behind a :func:`fence` when it is a strided ``tensor.extract_slice`` of
+    dynamic sizes (or a reshape of one): IREE 3.13 cannot compile such a slice fused into a
+    dispatch that reads it with ``tensor.extract`` (flips, sizes stretched at run time)."""
+    source = value
+    while True:
+        op = getattr(source.owner, "operation", None)
+        if op is None or op.name not in ("tensor.expand_shape", "tensor.collapse_shape", "tensor.cast"):
+            break
+        source = op.operands[0]
+    if op is None or op.name != "tensor.extract_slice" or ir.RankedTensorType(source.type).has_static_shape:
+        return value
+    if all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_strides"])):
+        return value
+    return fence(value)[0]
+
+
 def _stretched(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType,
                sym_in: Sequence[TensorType | None] | None, sym_out: TensorType | None) -> list[list[int]]:
     """For each operand, its dynamic dims that need not have the result's size: those whose
@@ -225,11 +242,9 @@ def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType
     ``body`` maps the scalar block arguments to the result scalar (of ``out``'s dtype).
     ``sym_in`` / ``sym_out`` are the symbolic types where the function has them: a dynamic
     operand size that may be a run-time 1 (see :func:`_stretched`) is read at index 0 or i,
-    chosen at run time with ``tensor.extract`` (from behind a barrier: IREE 3.13 cannot
-    compile such reads of a strided slice fused into the dispatch); every other operand
-    through its indexing map."""
+    chosen at run time with ``tensor.extract``; every other operand through its indexing map."""
     stretched = _stretched(operands, out, sym_in, sym_out)
-    operands = [(fence(v)[0], t) if dims else (v, t) for (v, t), dims in zip(operands, stretched)]
+    operands = [(unfused_strided_slice(v), t) if dims else (v, t) for (v, t), dims in zip(operands, stretched)]
     init = tensor.EmptyOp(_dynamic_sizes(out, operands, stretched), elem_type(out.dtype)).result
     mapped = [n for n, dims in enumerate(stretched) if not dims]
     maps = [broadcast_map(operands[n][1].shape, out.rank, out.shape) for n in mapped] + [identity_map(out.rank)]

@@ -17,7 +17,7 @@ from ...dialects.tp.ops.shape import Flip
 from ...dialects.tp.shapes import normalize_dim
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
-from ._builder import dim_value, elem_type, fence, index_const, ranked
+from ._builder import dim_value, elem_type, fence, index_const, ranked, unfused_strided_slice
 
 __all__ = ["Size", "sizes_of", "index_of", "empty_of", "generic", "loop_index", "cast_to", "collapse", "expand",
            "reshape", "transpose"]
@@ -224,7 +224,7 @@ def _broadcast_to(ctx: LowerCtx) -> list[ir.Value]:
         return [generic(out, init, [(value, ir.AffineMap.get(out.rank, 0, exprs), t)], lambda a: a[0])]
     one = index_const(1)
     zero = index_const(0)
-    value = fence(value)[0]  # IREE 3.13 cannot compile these reads of a fused strided slice
+    value = unfused_strided_slice(value)
 
     def body(_: list[ir.Value]) -> ir.Value:
         idx = []
@@ -361,6 +361,7 @@ def _flip(ctx: LowerCtx) -> list[ir.Value]:
     # the tile size does not divide the dimension.
     one = index_const(1)
     last = {k: arith.SubIOp(index_of(sizes[k]), one).result for k in dims}
+    value = unfused_strided_slice(value)
 
     def body(_: list[ir.Value]) -> ir.Value:
         idx = [arith.SubIOp(last[k], loop_index(k)).result if k in dims else loop_index(k)

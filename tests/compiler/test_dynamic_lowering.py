@@ -63,9 +63,11 @@ def splat_products(x, y):
 
 
 def strided_broadcasts(x):
-    # x[:, ::3] has (s1 + 2) // 3 columns: 1 by a guard of the capture, broadcast against s1 and 4
+    # x[:, ::3] has (s1 + 2) // 3 columns: 1 by a guard of the capture, broadcast against s1
+    # and 4; flipped, the strided slice is read element by element
     part = x[:, ::3]
-    return part + x, tp.where(x > 0, part, x), part.expand_as(x), part + tp.ones(4)
+    return (part + x, tp.where(x > 0, part, x), part.expand_as(x), part + tp.ones(4), x[::2].flip(0),
+            x.exp()[:, None, ::3] * x[:, None])
 
 
 def strided_masks(x):

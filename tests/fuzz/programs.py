@@ -324,7 +324,7 @@ def _factor(n: int) -> list[int]:
 # the comparison a splat): not a tensorplay bug, so programs avoid the folds that make splats
 # of computed values (an integer or bool value compared with, subtracted from or xor-ed with
 # itself) instead of reporting it again and again.
-_SPLAT_FOLDS = "x == x, x - x, x ^ x, logical_xor(x, x) on integers and bools"
+_SPLAT_FOLDS = "x == x, x - x, x ^ x, logical_xor(x, x) on integers and bools; ~x == x, x | ~x, ..."
 
 # Templates: (method, family, weight). Each method returns the new Value (committed) or None
 # when it does not apply to the values at hand.
@@ -357,6 +357,8 @@ class _Builder:
         self.values: list[Value] = []
         self.body: list[Stmt] = []
         self.count = 0
+        #: value name -> the name of the bool value it negates (see _SPLAT_FOLDS)
+        self.negates: dict[str, str] = {}
         self._tmpl = [t for t, _, _ in TEMPLATES]
         w = np.array([w for _, _, w in TEMPLATES], dtype=float)
         self._tmpl_p = w / w.sum()
@@ -423,6 +425,12 @@ class _Builder:
             self.inputs.append(Input(value, int(self.rng.integers(2 ** 31)), nan))
             self.values.append(value)
 
+    def folds(self, a: Value, b: Value) -> bool:
+        """Whether comparing or combining ``a`` with ``b`` folds to a splat (_SPLAT_FOLDS)."""
+        if a.is_float or b.is_float:
+            return False
+        return a is b or self.negates.get(a.name) == b.name or self.negates.get(b.name) == a.name
+
     # committing a statement
     def emit(self, rhs: str, shape: Sequence[int], dtype: Any, mag: float, err: float = 0.0,
              nan: bool = False, *, op: str, uses: Sequence[Value]) -> Value | None:
@@ -483,7 +491,10 @@ class _Builder:
         a = self.pick()
         if a.dtype is tp.bool:
             rhs = self.choice(("~{a}", "tp.logical_not({a})", "{a}.logical_not()")).format(a=a.name)
-            return self.emit(rhs, a.shape, tp.bool, 1, op="not", uses=[a])
+            out = self.emit(rhs, a.shape, tp.bool, 1, op="not", uses=[a])
+            if out is not None:
+                self.negates[out.name] = a.name
+            return out
         name = self.choice(("abs", "neg", "relu", "clamp", "sign", "rounding", "square"))
         if name == "abs":
             rhs, mag = self.choice(("{a}.abs()", "tp.abs({a})")), a.mag
@@ -528,7 +539,7 @@ class _Builder:
             return None
         if name in ("div", "floor_divide", "remainder") and b.dtype is tp.bool:
             return None
-        if name == "sub" and b is a and not a.is_float:
+        if name == "sub" and self.folds(a, b):
             return None  # folds to a splat: see _SPLAT_FOLDS
         if name in ("floor_divide", "remainder") and not (a.dtype in INTS and b.dtype in INTS):
             return None
@@ -598,9 +609,8 @@ class _Builder:
             b_name = _scalar(self.choice((0, 0.5, -1, 1.5, 2) if a.is_float or self.chance(0.3) else (0, 1, -2, 3)))
             shape, uses = a.shape, [a]
         else:
-            # not an integer or bool value with itself: see _SPLAT_FOLDS
             b = self.pick(lambda v: v.exact and broadcast(a.shape, v.shape) is not None
-                          and (v.dtype is tp.bool) == (a.dtype is tp.bool) and (v is not a or a.is_float))
+                          and (v.dtype is tp.bool) == (a.dtype is tp.bool) and not self.folds(a, v))
             if b is None:
                 return None
             b_name, shape, uses = b.name, broadcast(a.shape, b.shape), [a, b]
@@ -614,8 +624,8 @@ class _Builder:
         a = self.pick(lambda v: v.exact)
         if a is None:
             return None
-        # not with itself: x ^ x and logical_xor(x, x) fold to splats (see _SPLAT_FOLDS)
-        b = self.pick(lambda v: v.exact and v is not a and broadcast(a.shape, v.shape) is not None)
+        b = self.pick(lambda v: v.exact and v is not a and not self.folds(a, v)
+                      and broadcast(a.shape, v.shape) is not None)
         if b is None:
             return None
         shape = broadcast(a.shape, b.shape)
