@@ -1,8 +1,12 @@
 """The package list in pyproject.toml covers every package in the tree, so `pip install .`
-(not only the editable install) ships all of them."""
+(not only the editable install) ships all of them; the top-level folders import only under
+their installed names."""
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,5 +41,26 @@ def test_runtime_import_loads_neither_the_compiler_nor_capture():
             " 'tensorplay.passes', 'iree.compiler')))\n"
             "print(bad)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("module", ["dialects", "dialects.tp", "passes", "passes.lowering", "tools.tpc_opt"])
+def test_top_level_folders_cannot_be_imported_under_their_bare_names(module):
+    # From the repository root the folders are on sys.path; a bare import would load a second
+    # op registry and TensorType beside tensorplay.dialects. It must fail, saying what to import.
+    top = module.split(".")[0]
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: the folder ") and f"import it as 'tensorplay.{top}'" in last, last
+    assert "pip install -e ." in last
+
+
+def test_the_installed_names_give_one_registry():
+    proc = subprocess.run([sys.executable, "-c",
+                           "import tensorplay, tensorplay.dialects.tp as d, tensorplay.passes.lowering, sys; "
+                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dialects', 'passes', 'tools')))"],
+                          cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
