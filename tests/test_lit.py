@@ -19,10 +19,10 @@ def test_lit_suite_passes():
 
 def test_lit_roundtrip_file_covers_every_op_and_is_current():
     from tensorplay.dialects.tp import all_ops
-    from tests import gen_lit_roundtrip
+    from tensorplay.tools import regen
 
-    text = gen_lit_roundtrip.PATH.read_text()
-    assert text == gen_lit_roundtrip.render(), \
-        "tests/lit/roundtrip.mlir is stale; regenerate with: python -m tests.gen_lit_roundtrip"
+    text = (LIT_DIR / "roundtrip.mlir").read_text()
+    assert text == regen.render("tests/lit/roundtrip.mlir"), \
+        "tests/lit/roundtrip.mlir is stale; regenerate with: python -m tensorplay.tools.regen"
     for op in all_ops():
         assert f'"{op.name}"' in text

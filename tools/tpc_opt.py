@@ -199,10 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.output == "-":
         sys.stdout.write(result)
     else:
-        from tensorplay.tools.gen_dialect_docs import _write_atomic
+        from tensorplay.tools.regen import write_atomic
         from pathlib import Path
 
-        _write_atomic(Path(args.output), result)
+        write_atomic(Path(args.output), result)
     return 1 if failed else 0
 
 
