@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._logging import get_logger
-from ._pytree import signature_key
+from ..capture.pytree import signature_key
 from ._session import current_capture, describe, on_reset
 
 __all__ = ["NestedCompileRegionOptions", "nested_compile_region", "region_of"]

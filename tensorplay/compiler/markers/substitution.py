@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from .._logging import get_logger
+from ..capture.pytree import check_pytree, is_constant, leaves
 from . import _session
-from ._pytree import check_pytree, is_constant, leaves
 from ._session import current_capture, defined_at, describe, is_capture_tensor
 
 __all__ = ["substitute_in_graph", "substitute_for", "assume_constant_result", "nonstrict_trace"]
