@@ -30,8 +30,8 @@ from .capture import pytree
 from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
 from .capture.graphs import format_graph, interpret, op_counts, structural_key
 from .capture.reads import ReadGuard
-from .capture.guards import (ModuleGuard, call_key, describe_change, free_objects, is_module, module_guard,
-                             tensor_meta_guard)
+from .capture.guards import (CallKey, ModuleGuard, call_key, describe_change, free_objects, is_module, mask_key,
+                             module_guard, size_changes, tensor_meta_guard)
 from .capture.programs import Backend, check_native, compile_graph
 from .capture.session import (
     LAZY,
@@ -72,7 +72,7 @@ class Entry:
     (the function broke) reruns the Python lazily, segments coming from the structural cache.
     """
 
-    def __init__(self, kind: str, key: tuple, config: tuple, name: str,
+    def __init__(self, kind: str, key: CallKey | None, config: tuple, name: str,
                  guards: list[tuple[str, Callable[[], bool]]], keepalive: list[Any]):
         self.kind = kind
         self.key = key
@@ -88,7 +88,7 @@ class Entry:
         self.out_spec: list[tuple] = []
         self.writebacks: list[tuple[Any, int]] = []
         self.hits = 0
-        self.exact_key: tuple = key  # the call key of the capture (key is masked when dynamic)
+        self.exact_key = key  # the call key of the capture (key is masked when dynamic)
         self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
         self.shape_guard: ShapeGuard | None = None
 
@@ -163,7 +163,7 @@ class CacheGroup:
 
     def __init__(self, label: str):
         self.label = label
-        self.entries: dict[tuple, list[Entry]] = {}
+        self.entries: dict[CallKey, list[Entry]] = {}
         self.order: list[Entry] = []
         self.segments: dict[tuple, Callable[..., list]] = {}
         self.regions: dict = {}
@@ -386,7 +386,7 @@ class CompiledFunction:
                 return self._run_segmented(args, kwargs)
             return self._capture(args, kwargs, leaves, treedef, key)
 
-    def _lookup(self, key: tuple, leaves: list[Any]) -> Entry | None:
+    def _lookup(self, key: CallKey, leaves: list[Any]) -> Entry | None:
         entries = self._group.entries.get(key)
         if not entries:
             return None
@@ -406,7 +406,7 @@ class CompiledFunction:
             _log_guards.info("guard failed for %s (entry @%s): %s", self.name, entry.name, failed)
         return None
 
-    def _miss_reason(self, key: tuple, paths: list[str]) -> str:
+    def _miss_reason(self, key: CallKey, paths: list[str]) -> str:
         failed = getattr(self, "_last_failure", None)
         self._last_failure = None
         if isinstance(failed, tuple):
@@ -434,7 +434,7 @@ class CompiledFunction:
         return out
 
     def _capture(self, args: tuple, kwargs: dict, leaves: list[Any], treedef: pytree.TreeDef,
-                 key: tuple) -> Any:
+                 key: CallKey) -> Any:
         group = self._group
         paths = self._paths(treedef)
         if group.count:
@@ -474,7 +474,7 @@ class CompiledFunction:
             return session.result
         return self._install(trace, key, name, guards, keepalive, leaves, paths)
 
-    def _install(self, trace: TraceResult, key: tuple, name: str, guards: list, keepalive: list,
+    def _install(self, trace: TraceResult, key: CallKey, name: str, guards: list, keepalive: list,
                  leaves: list[Any], paths: list[str]) -> Any:
         graph = trace.graph
         graph.name = name
@@ -591,7 +591,7 @@ class CompiledFunction:
             return {}
         return check_dynamic_shapes(self.dynamic_shapes, self._signature, leaves, paths)
 
-    def _automatic_dynamic(self, key: tuple, leaves: list[Any], paths: list[str]) -> str:
+    def _automatic_dynamic(self, key: CallKey, leaves: list[Any], paths: list[str]) -> str:
         """dynamic=None: when this call misses only because tensor sizes differ from an
         entry's capture, remember those dims as dynamic; returns them in words ("" if none)."""
         if self.dynamic is not None or not self._group.order:
@@ -631,40 +631,6 @@ class CompiledFunction:
             if dims:
                 out[i] = dims
         return out
-
-
-def mask_key(key: tuple, mask: tuple[tuple[int, int], ...]) -> tuple | None:
-    """``key`` with the sizes of the ``mask`` dims left out (None when the call's tensors do
-    not have those dims)."""
-    treedef, keys, alias, state = key
-    keys = list(keys)
-    for i, d in mask:
-        if i >= len(keys):
-            return None
-        k = keys[i]
-        if k[0] != "tensor" or d >= len(k[2]):
-            return None
-        shape = list(k[2])
-        shape[d] = None
-        keys[i] = k[:2] + (tuple(shape),) + k[3:]
-    return (treedef, tuple(keys), alias, state)
-
-
-def size_changes(old: tuple, new: tuple) -> list[tuple[int, int]]:
-    """The (leaf index, dim) whose sizes differ when two call keys differ only in tensor
-    sizes (same structure, ranks, dtypes and values); [] otherwise."""
-    o_tree, o_keys, o_alias, o_state = old
-    n_tree, n_keys, n_alias, n_state = new
-    if o_tree != n_tree or o_alias != n_alias or o_state != n_state or len(o_keys) != len(n_keys):
-        return []
-    changed: list[tuple[int, int]] = []
-    for i, (a, b) in enumerate(zip(o_keys, n_keys)):
-        if a == b:
-            continue
-        if a[0] != "tensor" or b[0] != "tensor" or a[:2] != b[:2] or a[3:] != b[3:] or len(a[2]) != len(b[2]):
-            return []
-        changed += [(i, d) for d, (x, y) in enumerate(zip(a[2], b[2])) if x != y]
-    return changed
 
 
 def check_named_dims(env: Any, spec: dict) -> None:
@@ -1092,7 +1058,7 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
         report.value_guards = session.read_guard.descriptions()
         report.unguarded = list(session.read_guard.notes)
     if trace is not None:
-        entry = Entry(GRAPH, (), (), name, [], [])
+        entry = Entry(GRAPH, None, (), name, [], [])
         entry.bindings, entry.graph = trace.bindings, trace.graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
         graph = trace.graph

@@ -15,7 +15,7 @@ import enum
 from itertools import chain
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,10 +24,62 @@ from ..._tensor import Tensor
 from ...dialects.tp import dtypes as dt
 from . import pytree
 
-__all__ = ["call_key", "describe_change", "module_fingerprint", "module_guard", "free_objects",
+__all__ = ["CallKey", "TensorKey", "FloatKey", "ValueKey", "ObjectKey", "GlobalModes", "call_key", "mask_key",
+           "size_changes", "describe_change", "module_fingerprint", "module_guard", "free_objects",
            "global_state", "is_module", "tensor_meta_guard", "ModuleGuard"]
 
 _VALUE_TYPES = (bool, int, str, bytes, type(None), complex, range, slice, type(Ellipsis))
+
+_new = tuple.__new__  # builds the keys below without their Python-level __new__ (keys are built per call)
+
+
+class TensorKey(NamedTuple):
+    """A tensor argument: its class and what a graph is specialized to."""
+
+    type: type
+    shape: tuple  # sizes; a dim captured symbolic is None in an entry's masked key
+    dtype: np.dtype
+    requires_grad: bool
+    static_dims: Any  # the dims marked with mark_static
+
+
+class FloatKey(NamedTuple):
+    """A float argument, by its bits (``0.0`` and ``-0.0`` differ, NaN equals NaN)."""
+
+    hex: str
+
+
+class ValueKey(NamedTuple):
+    """A Python value guarded by type and value (numbers, strings, dtypes, enums, devices)."""
+
+    type: type
+    value: Any
+
+
+class ObjectKey(NamedTuple):
+    """Any other argument, guarded by identity."""
+
+    type: type
+    id: int
+
+
+class GlobalModes(NamedTuple):
+    """The global modes a graph is specialized to."""
+
+    grad: bool
+    inference: bool
+    default_dtype: Any
+
+
+class CallKey(NamedTuple):
+    """The hashable part of a call's guards. The leaf keys are plain tuples to C code (hash and
+    ``==``), and leaf keys of different classes never compare equal: their lengths differ,
+    except ValueKey and ObjectKey, whose ``type`` fields never hold the same class."""
+
+    tree: pytree.TreeDef  # the structure of (args, kwargs)
+    leaves: tuple  # one TensorKey, FloatKey, ValueKey or ObjectKey per flattened argument
+    alias: tuple  # (i, j): tensor leaf i is the same object as the earlier leaf j
+    modes: GlobalModes
 
 
 def is_module(x: Any) -> bool:
@@ -36,8 +88,8 @@ def is_module(x: Any) -> bool:
     return isinstance(x, Module)
 
 
-def global_state() -> tuple:
-    return (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype())
+def global_state() -> GlobalModes:
+    return _new(GlobalModes, (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype()))
 
 
 def _leaf_key(leaf: Any) -> tuple:
@@ -45,72 +97,109 @@ def _leaf_key(leaf: Any) -> tuple:
     if isinstance(leaf, Tensor):
         data = leaf._data
         if data is None:
-            return ("tensor", t, leaf._type.shape, leaf._type.dtype.np_dtype, leaf.requires_grad,
-                    leaf._static_dims)
-        return ("tensor", t, data.shape, data.dtype, leaf.requires_grad, leaf._static_dims)
+            return _new(TensorKey, (t, leaf._type.shape, leaf._type.dtype.np_dtype, leaf.requires_grad,
+                                    leaf._static_dims))
+        return _new(TensorKey, (t, data.shape, data.dtype, leaf.requires_grad, leaf._static_dims))
     if t is float:
-        return ("float", leaf.hex())
+        return _new(FloatKey, (leaf.hex(),))
     if t is slice:  # unhashable before Python 3.12
-        return ("value", t, (_leaf_key(leaf.start), _leaf_key(leaf.stop), _leaf_key(leaf.step)))
+        return _new(ValueKey, (t, (_leaf_key(leaf.start), _leaf_key(leaf.stop), _leaf_key(leaf.step))))
     if t in _VALUE_TYPES:
-        return ("value", t, leaf)
-    if isinstance(leaf, (dt.DType, enum.Enum, np.dtype)):
-        return ("value", t, leaf)
+        return _new(ValueKey, (t, leaf))
+    if isinstance(leaf, (dt.DType, enum.Enum, np.dtype, frozenset)):
+        return _new(ValueKey, (t, leaf))
     if isinstance(leaf, (np.integer, np.floating, np.bool_)):
-        return ("value", t, leaf.item())
-    if isinstance(leaf, frozenset):
-        try:
-            return ("value", t, leaf)
-        except TypeError:
-            pass
+        return _new(ValueKey, (t, leaf.item()))
     from ..._device import device
 
     if isinstance(leaf, device):
-        return ("value", t, str(leaf))
-    return ("object", t, id(leaf))
+        return _new(ValueKey, (t, str(leaf)))
+    return _new(ObjectKey, (t, id(leaf)))
 
 
-def call_key(treedef: pytree.TreeDef, leaves: Sequence[Any]) -> tuple:
+def call_key(treedef: pytree.TreeDef, leaves: Sequence[Any]) -> CallKey:
     """The hashable part of the guards of a call with these flattened arguments."""
-    keys = tuple(_leaf_key(x) for x in leaves)
+    keys = []
     alias: tuple = ()
     first: dict[int, int] = {}
     for i, x in enumerate(leaves):
         if isinstance(x, Tensor):
+            data = x._data
+            keys.append(_leaf_key(x) if data is None else
+                        _new(TensorKey, (type(x), data.shape, data.dtype, x.requires_grad, x._static_dims)))
             j = first.setdefault(id(x), i)
             if j != i:
                 alias += ((i, j),)
-    return (treedef, keys, alias, global_state())
+        else:
+            keys.append(_leaf_key(x))
+    modes = _new(GlobalModes, (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype()))
+    return _new(CallKey, (treedef, tuple(keys), alias, modes))
 
 
-def describe_change(old: tuple, old_paths: Sequence[str], new: tuple, new_paths: Sequence[str]) -> str:
+def mask_key(key: CallKey, mask: tuple[tuple[int, int], ...]) -> CallKey | None:
+    """``key`` with the sizes of the ``mask`` dims (leaf index, dim) left out; None when the
+    call's tensors do not have those dims."""
+    keys = list(key.leaves)
+    for i, d in mask:
+        if i >= len(keys):
+            return None
+        k = keys[i]
+        if type(k) is not TensorKey or d >= len(k.shape):
+            return None
+        shape = list(k.shape)
+        shape[d] = None
+        keys[i] = k._replace(shape=tuple(shape))
+    return key._replace(leaves=tuple(keys))
+
+
+def size_changes(old: CallKey, new: CallKey) -> list[tuple[int, int]]:
+    """The (leaf index, dim) whose sizes differ when two call keys differ only in tensor
+    sizes (same structure, ranks, dtypes and values); [] otherwise."""
+    if old.tree != new.tree or old.alias != new.alias or old.modes != new.modes \
+            or len(old.leaves) != len(new.leaves):
+        return []
+    changed: list[tuple[int, int]] = []
+    for i, (a, b) in enumerate(zip(old.leaves, new.leaves)):
+        if a == b:
+            continue
+        if type(a) is not TensorKey or type(b) is not TensorKey or len(a.shape) != len(b.shape) \
+                or a._replace(shape=None) != b._replace(shape=None):
+            return []
+        changed += [(i, d) for d, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+    return changed
+
+
+_CHANGES = (("shape", "shape"), ("dtype", "dtype"), ("requires_grad", "requires_grad"),
+            ("static dims", "static_dims"))
+
+
+def describe_change(old: CallKey, old_paths: Sequence[str], new: CallKey, new_paths: Sequence[str]) -> str:
     """What differs between two call keys (with their leaf paths), in the user's words."""
-    o_tree, o_keys, o_alias, o_state = old
-    n_tree, n_keys, n_alias, n_state = new
-    before = dict(zip(old_paths, o_keys))
+    before = dict(zip(old_paths, old.leaves))
     changes = []
-    for path, b in zip(new_paths, n_keys):
+    for path, b in zip(new_paths, new.leaves):
         a = before.pop(path, None)
         if a is None:
             changes.append(f"{path}: now passed ({_show_leaf(b)})")
         elif a == b:
             continue
-        elif a[0] == "tensor" and b[0] == "tensor":
-            for label, i in (("shape", 2), ("dtype", 3), ("requires_grad", 4), ("static dims", 5)):
-                if a[i] != b[i]:
-                    changes.append(f"{path}: {label} {_show(a[i])} -> {_show(b[i])}")
-            if a[1] is not b[1]:
-                changes.append(f"{path}: type {a[1].__name__} -> {b[1].__name__}")
-        elif a[0] == "object" and b[0] == "object" and a[1] is b[1]:
-            changes.append(f"{path}: a different {a[1].__name__} object")
+        elif type(a) is TensorKey and type(b) is TensorKey:
+            for label, name in _CHANGES:
+                x, y = getattr(a, name), getattr(b, name)
+                if x != y:
+                    changes.append(f"{path}: {label} {_show(x)} -> {_show(y)}")
+            if a.type is not b.type:
+                changes.append(f"{path}: type {a.type.__name__} -> {b.type.__name__}")
+        elif type(a) is ObjectKey and type(b) is ObjectKey and a.type is b.type:
+            changes.append(f"{path}: a different {a.type.__name__} object")
         else:
             changes.append(f"{path}: {_show_leaf(a)} -> {_show_leaf(b)}")
     changes += [f"{path}: no longer passed" for path in before]
-    if not changes and o_tree != n_tree:
+    if not changes and old.tree != new.tree:
         changes.append("the structure of the arguments changed")
-    if o_alias != n_alias:
+    if old.alias != new.alias:
         changes.append("tensor arguments alias each other differently")
-    for label, a, b in zip(("grad mode", "inference mode", "default dtype"), o_state, n_state):
+    for label, a, b in zip(("grad mode", "inference mode", "default dtype"), old.modes, new.modes):
         if a != b:
             changes.append(f"{label} {_show(a)} -> {_show(b)}")
     return "; ".join(changes) or "guards changed"
@@ -127,13 +216,13 @@ def _show(v: Any) -> str:
 
 
 def _show_leaf(k: tuple) -> str:
-    if k[0] == "float":
-        return repr(float.fromhex(k[1]))
-    if k[0] == "value":
-        return repr(k[2])
-    if k[0] == "tensor":
-        return f"tensor{_show(k[2])}"
-    return f"{k[1].__name__} object"
+    if type(k) is FloatKey:
+        return repr(float.fromhex(k.hex))
+    if type(k) is ValueKey:
+        return repr(k.value)
+    if type(k) is TensorKey:
+        return f"tensor{_show(k.shape)}"
+    return f"{k.type.__name__} object"
 
 
 # -- modules -----------------------------------------------------------------------------------
