@@ -33,7 +33,6 @@ numpy arrays (identity, shape and dtype guarded, not values). Each is logged on 
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import dis
 import enum
@@ -42,7 +41,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -60,6 +59,15 @@ class _Missing:
 
 
 MISSING = _Missing()
+
+
+class Ident(NamedTuple):
+    """The part of a signature that stands for an object compared by identity."""
+
+    id: int
+
+
+_new = tuple.__new__  # an Ident without the Python-level __new__ (signatures are taken per check)
 
 #: containers and plain objects are read this many nodes deep for their signature
 SIGNATURE_BUDGET = 2000
@@ -96,9 +104,9 @@ class _Signer:
         self.visited: set[int] = set()
         self.large_arrays: list[tuple[int, ...]] = []
 
-    def ident(self, v: Any) -> tuple:
+    def ident(self, v: Any) -> Ident:
         self.keep.append(v)
-        return ("id", id(v))
+        return _new(Ident, (id(v),))
 
     def sign(self, v: Any, depth: int = 0) -> Any:
         t = type(v)
@@ -250,54 +258,112 @@ def static_item(container: Any, key: Any) -> Any:
 
 # -- guards -----------------------------------------------------------------------------------
 
-def _fetcher(spec: tuple) -> Callable[[], Any]:
-    """What a read gives now (the slow, general form of :func:`_fetch_expr`)."""
-    kind = spec[0]
-    if kind == "global":
-        _, g, name, b = spec
-        return (lambda: g.get(name, MISSING)) if b is None else (lambda: g.get(name, b.get(name, MISSING)))
-    if kind == "cell":
-        cell = spec[1]
-        return lambda: cell.cell_contents
-    if kind == "attr":
-        _, r, name = spec
-        return lambda: static_attr(r, name)
-    if kind == "item":
-        _, c, key = spec
-        return lambda: static_item(c, key)
-    value = spec[1]
-    return lambda: value
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class GlobalRead:
+    """``name`` in a module's globals; ``builtins`` is where a global that is not there is
+    found (None when the global was found)."""
 
+    globals: dict
+    name: str
+    builtins: dict | None = None
 
-def _fetch_expr(spec: tuple, i: int, ns: dict[str, Any]) -> str:
-    """The same read as a Python expression over names bound in ``ns``."""
-    kind = spec[0]
-    if kind == "global":
-        _, g, name, b = spec
-        ns[f"g{i}"], ns[f"n{i}"] = g, name
-        if b is None:
+    def key(self) -> tuple:
+        return (GlobalRead, id(self.globals), self.name)
+
+    def fetch(self) -> Any:
+        if self.builtins is None:
+            return self.globals.get(self.name, MISSING)
+        return self.globals.get(self.name, self.builtins.get(self.name, MISSING))
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        ns[f"g{i}"], ns[f"n{i}"] = self.globals, self.name
+        if self.builtins is None:
             return f"g{i}.get(n{i}, M)"
-        ns[f"b{i}"] = b
+        ns[f"b{i}"] = self.builtins
         return f"g{i}.get(n{i}, b{i}.get(n{i}, M))"
-    if kind == "cell":
-        ns[f"c{i}"] = spec[1]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class CellRead:
+    """A closure cell's content."""
+
+    cell: types.CellType
+
+    def key(self) -> tuple:
+        return (CellRead, id(self.cell))
+
+    def fetch(self) -> Any:
+        return self.cell.cell_contents
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        ns[f"c{i}"] = self.cell
         return f"c{i}.cell_contents"
-    if kind == "attr":
-        _, r, name = spec
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class AttrRead:
+    """``owner.name``, found as :func:`static_attr` finds it."""
+
+    owner: Any
+    name: str
+
+    def key(self) -> tuple:
+        return (AttrRead, id(self.owner), self.name)
+
+    def fetch(self) -> Any:
+        return static_attr(self.owner, self.name)
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        r, name = self.owner, self.name
         ns[f"r{i}"], ns[f"n{i}"] = r, name
         if isinstance(r, types.ModuleType) or (
                 _is_module_instance(r) and _class_lookup(type(r), name) is MISSING and name in r.__dict__):
             ns[f"d{i}"] = r.__dict__
             return f"d{i}.get(n{i}, M)"
         return f"static_attr(r{i}, n{i})"
-    if kind == "item":
-        _, c, key = spec
-        ns[f"r{i}"], ns[f"k{i}"] = c, key
-        if type(c) is dict:
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class ItemRead:
+    """``owner[key]`` of a builtin container, as :func:`static_item` reads it."""
+
+    owner: Any
+    item: Any
+
+    def key(self) -> tuple:
+        return (ItemRead, id(self.owner), repr(self.item))
+
+    def fetch(self) -> Any:
+        return static_item(self.owner, self.item)
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        ns[f"r{i}"], ns[f"k{i}"] = self.owner, self.item
+        if type(self.owner) is dict:
             return f"r{i}.get(k{i}, M)"
         return f"static_item(r{i}, k{i})"
-    ns[f"v{i}"] = spec[1]
-    return f"v{i}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class ContentRead:
+    """The content of a container or plain object that a module holds (the object itself is
+    the module guard's)."""
+
+    value: Any
+
+    def key(self) -> tuple:
+        return (ContentRead, id(self.value))
+
+    def fetch(self) -> Any:
+        return self.value
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        ns[f"v{i}"] = self.value
+        return f"v{i}"
+
+
+#: what a value guard reads: :meth:`fetch` gives its value now, :meth:`expr` the same read as
+#: Python over names it binds in a namespace, :meth:`key` tells reads of one place apart
+Read = GlobalRead | CellRead | AttrRead | ItemRead | ContentRead
 
 
 def _flat(v: Any) -> bool:
@@ -340,7 +406,7 @@ class ReadGuard:
     for objects, type-and-value for constants, the signature for containers and plain
     objects."""
 
-    def __init__(self, checks: list[tuple[str, tuple, tuple[Any, Any]]], keep: list[Any], notes: list[str]):
+    def __init__(self, checks: list[tuple[str, Read, tuple[Any, Any]]], keep: list[Any], notes: list[str]):
         self.checks = checks
         self.keep = keep
         self.notes = notes
@@ -351,13 +417,13 @@ class ReadGuard:
         ns: dict[str, Any] = {"M": MISSING, "static_attr": static_attr, "static_item": static_item,
                               "ck": _const_key, "sign": signature}
         body = []
-        for i, (_, spec, (now, expected)) in enumerate(self.checks):
-            fetch = _fetch_expr(spec, i, ns)
+        for i, (_, read, (now, expected)) in enumerate(self.checks):
+            fetch = read.expr(i, ns)
             if type(now) is float or (type(now) in _CONST_TYPES and type(now) is not range) or isinstance(
                     now, (dt.DType, np.dtype, enum.Enum)):
                 ns[f"e{i}"] = _const_key(now)
                 cond = f"ck({fetch}) == e{i}"
-            elif isinstance(expected, tuple) and len(expected) == 2 and expected[0] == "id":
+            elif type(expected) is Ident:
                 ns[f"e{i}"] = now
                 cond = f"({fetch}) is e{i}"
             elif _flat(now):
@@ -451,7 +517,7 @@ class ReadRecorder:
         self._still_needed = still_needed
         self._on_side_effect = on_side_effect
         self._frames: dict[int, list[Any]] = {}
-        self._reads: dict[tuple, tuple[str, Callable[[], Any], Any, SourceLoc | None]] = {}
+        self._reads: dict[tuple, tuple[str, Read, Any, SourceLoc | None]] = {}
         self._outside: dict[int, Any] = {}
         self._funcs: dict[types.CodeType, list[Any]] = {}
         self._cell_cache: dict[types.CodeType, list[Any]] = {}
@@ -485,10 +551,10 @@ class ReadRecorder:
             self._noted.add(text)
             self.notes.append(text)
 
-    def _record(self, key: tuple, description: str, fetch: tuple, value: Any,
-                loc: SourceLoc | None) -> None:
+    def _record(self, read: Read, description: str, value: Any, loc: SourceLoc | None) -> None:
+        key = read.key()
         if key not in self._reads:
-            self._reads[key] = (description, fetch, value, loc)
+            self._reads[key] = (description, read, value, loc)
         self._mark_outside(value)
 
     # -- activation --------------------------------------------------------------------------
@@ -618,14 +684,12 @@ class ReadRecorder:
         loc = self._loc(frame)
         if name in g:
             value = g[name]
-            self._record(("global", id(g), name), f"global {name!r} of {g.get('__name__', '?')}",
-                         ("global", g, name, None), value, loc)
+            self._record(GlobalRead(g, name), f"global {name!r} of {g.get('__name__', '?')}", value, loc)
             return value
         b = frame.f_builtins
         value = b.get(name, MISSING)
         if value is not MISSING:
-            self._record(("global", id(g), name), f"builtin {name!r} (not shadowed by a global)",
-                         ("global", g, name, b), value, loc)
+            self._record(GlobalRead(g, name, b), f"builtin {name!r} (not shadowed by a global)", value, loc)
         return value
 
     def _deref(self, frame: types.FrameType, name: str) -> Any:
@@ -649,8 +713,7 @@ class ReadRecorder:
                       f"its value is used as read")
             return value
         for cell in cells:
-            self._record(("cell", id(cell)), f"closure variable {name!r} of {code.co_name}",
-                         ("cell", cell), value, loc)
+            self._record(CellRead(cell), f"closure variable {name!r} of {code.co_name}", value, loc)
         self._keep_cells = getattr(self, "_keep_cells", []) + cells
         return value
 
@@ -695,14 +758,12 @@ class ReadRecorder:
             if name in receiver.__dict__ and not isinstance(value, (tensor_t, module_t)):
                 # the module guard's fast path trusts Module.__setattr__/__delattr__; a change
                 # made through ``m.__dict__`` bypasses them, so plain values are read again
-                r = receiver
-                self._record(("attr", id(r), name), f"{_label(r)}.{name}", ("attr", r, name), value, loc)
+                self._record(AttrRead(receiver, name), f"{_label(receiver)}.{name}", value, loc)
             self._content(value, f"{_label(receiver)}.{name}", loc)
             return value
         if outside or not isinstance(receiver, (tuple, *_CONST_TYPES, float)):
-            r = receiver
-            self._record(("attr", id(r), name), f"{_label(r)}.{name}", ("attr", r, name), value, loc)
-            self._keep(r)
+            self._record(AttrRead(receiver, name), f"{_label(receiver)}.{name}", value, loc)
+            self._keep(receiver)
         if isinstance(receiver, dict | list | set) and name in _MUTATORS.get(type(receiver), ()) and outside:
             self._side_effect(f"{_label(receiver)}.{name}(...)", loc)
         return value
@@ -710,7 +771,7 @@ class ReadRecorder:
     def _content(self, value: Any, label: str, loc: SourceLoc) -> None:
         """A container or plain object held by a module: guard its content."""
         if isinstance(value, (dict, list, tuple, set)) or _is_plain_object(value):
-            self._record(("content", id(value)), f"{label} (content)", ("content", value), value, loc)
+            self._record(ContentRead(value), f"{label} (content)", value, loc)
             self._keep(value)
 
     def _item(self, frame: types.FrameType, container: Any, key: Any) -> Any:
@@ -723,10 +784,8 @@ class ReadRecorder:
             return _UNKNOWN
         if value is MISSING:
             return _UNKNOWN
-        c = container
-        self._record(("item", id(c), repr(key)), f"{_label(c)}[{key!r}]", ("item", c, key), value,
-                     self._loc(frame))
-        self._keep(c)
+        self._record(ItemRead(container, key), f"{_label(container)}[{key!r}]", value, self._loc(frame))
+        self._keep(container)
         return value
 
     def _store(self, frame: types.FrameType, stack: list[Any], op: str, name: Any) -> None:
@@ -765,11 +824,11 @@ class ReadRecorder:
         large: list[tuple[int, ...]] = []
         keep: list[Any] = []
         _, module_t = _tensor_types()
-        for key, (description, spec, value, loc) in self._reads.items():
-            if key[0] == "content" and isinstance(value, module_t):
+        for description, read, value, loc in self._reads.values():
+            if isinstance(read, ContentRead) and isinstance(value, module_t):
                 continue
             try:
-                now = _fetcher(spec)()
+                now = read.fetch()
             except Exception:  # noqa: BLE001
                 now = MISSING
             signer = _Signer()
@@ -777,10 +836,10 @@ class ReadRecorder:
             truncated.update(signer.truncated)
             large += signer.large_arrays
             keep += signer.keep
-            holder = key[1] if key[0] in ("attr", "item") else None
+            holder = id(read.owner) if isinstance(read, (AttrRead, ItemRead)) else None
             signer.visited.discard(holder)
             signed.append((holder, signer.visited, f"{description} == {_show(now)}"
-                           + (f" (read at {loc})" if loc else ""), spec, (now, expected)))
+                           + (f" (read at {loc})" if loc else ""), read, (now, expected)))
         covered_anywhere = set().union(*(v for _, v, _, _, _ in signed)) if signed else set()
         covered_by_roots: set[int] = set()
         for holder, visited, *_ in signed:
