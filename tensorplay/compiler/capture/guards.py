@@ -25,8 +25,8 @@ from ...dialects.tp import dtypes as dt
 from . import pytree
 
 __all__ = ["CallKey", "TensorKey", "FloatKey", "ValueKey", "ObjectKey", "GlobalModes", "call_key", "mask_key",
-           "size_changes", "describe_change", "module_fingerprint", "module_guard", "free_objects",
-           "global_state", "is_module", "tensor_meta_guard", "ModuleGuard"]
+           "size_changes", "describe_change", "module_guard", "free_objects", "is_module", "tensor_meta_guard",
+           "ModuleGuard"]
 
 _VALUE_TYPES = (bool, int, str, bytes, type(None), complex, range, slice, type(Ellipsis))
 
@@ -86,10 +86,6 @@ def is_module(x: Any) -> bool:
     from ...nn.modules.module import Module
 
     return isinstance(x, Module)
-
-
-def global_state() -> GlobalModes:
-    return _new(GlobalModes, (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype()))
 
 
 def _leaf_key(leaf: Any) -> tuple:
@@ -250,15 +246,6 @@ def _module_state(modules: list[Any]) -> tuple:
         parts += (d, d.values(), p, p.values(), b, b.values(), c, c.values(),
                   d.get("_forward_pre_hooks", ()), d.get("_forward_hooks", ()))
     return tuple(map(id, chain.from_iterable(parts)))
-
-
-def module_fingerprint(root: Any) -> tuple:
-    """Identity, type, mode, hooks, attributes and parameter/buffer identity and metadata of
-    ``root`` and every submodule (parameter values are not part of it)."""
-    modules = _walk(root)
-    tensors = [t for m in modules for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
-    return (tuple(map(id, modules)), _module_state(modules),
-            tuple((t._tensor_type().shape, t._tensor_type().dtype) for t in tensors))
 
 
 class ModuleGuard:

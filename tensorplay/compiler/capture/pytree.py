@@ -29,7 +29,7 @@ from ..._tensor import Tensor
 from ...dialects.tp.dtypes import DType
 
 __all__ = ["TreeDef", "TreeNode", "LEAF", "CONSTANT_TYPES", "Leaf", "flatten", "unflatten", "leaf_paths",
-           "num_leaves", "leaves", "is_constant", "check_pytree", "signature_key"]
+           "leaves", "is_constant", "check_pytree", "signature_key"]
 
 #: Leaf values treated as constants: captured by value and guarded.
 CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, DType, enum.Enum,
@@ -133,10 +133,6 @@ def _unflatten(td: TreeDef, it: Any) -> Any:
     if kind == "namedtuple":
         return td.type(*values)
     return td.type(**dict(zip(td.keys, values)))
-
-
-def num_leaves(td: TreeDef) -> int:
-    return 1 if td is LEAF else sum(num_leaves(c) for c in td.children)
 
 
 def leaf_paths(treedef: TreeDef, prefix: str = "") -> list[str]:
