@@ -28,7 +28,8 @@ __all__ += [
     "get_default_backend", "list_mode_options",
 ]
 
-from .api import CompiledFunction, compile, explain, is_compiling, is_exporting, reset
+from .api import CompiledFunction, compile, is_compiling, is_exporting, reset
+from .explanation import explain
 
 __all__ += ["compile", "reset", "is_compiling", "is_exporting", "explain", "CompiledFunction"]
 

@@ -1,5 +1,6 @@
 """``compile`` and the objects it returns: compiled functions with their guarded caches,
-the module wrapper, ``reset``, ``explain`` and the capture-state queries.
+the module wrapper, ``reset`` and the capture-state queries. ``explain`` is in
+:mod:`.explanation`, the ``dynamic_shapes`` spec checks in :mod:`.dynamic_shapes`.
 
 docs/compiler.md describes the behaviour in users' terms (capture and guards, graph breaks,
 every keyword of ``compile``).
@@ -15,9 +16,7 @@ import re
 import threading
 import warnings
 import weakref
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,14 +27,13 @@ from ..nn.modules.module import Module
 from ._logging import get_logger
 from .capture import pytree
 from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
-from .capture.graphs import format_graph, interpret, op_counts, structural_key
+from .capture.graphs import interpret, structural_key
 from .capture.reads import ReadGuard
 from .capture.guards import (CallKey, ModuleGuard, call_key, describe_change, free_objects, is_module, mask_key,
                              module_guard, size_changes, tensor_meta_guard)
 from .capture.programs import Backend, check_native, compile_graph
 from .capture.session import (
     LAZY,
-    BreakInfo,
     Capture,
     CaptureConfig,
     TraceResult,
@@ -45,11 +43,13 @@ from .capture.session import (
     is_exporting,
 )
 from ..dialects.tp.errors import OpError
+from .dynamic_shapes import check_dynamic_shapes, check_named_dims
+from .dynamic_shapes import normalize_dynamic_shapes as _normalize_dynamic_shapes
 from .errors import GraphCaptureError
 from .symbolic.guard import ShapeGuard
 
-__all__ = ["compile", "reset", "is_compiling", "is_exporting", "exporting", "explain", "CompiledFunction",
-           "CompiledModule", "ExplainReport", "register_reset_hook", "DEFAULT_RECOMPILE_LIMIT"]
+__all__ = ["compile", "reset", "is_compiling", "is_exporting", "exporting", "CompiledFunction",
+           "CompiledModule", "register_reset_hook", "DEFAULT_RECOMPILE_LIMIT"]
 
 DEFAULT_RECOMPILE_LIMIT = 8
 #: distinct segment graphs a compiled callable may compile, per unit of recompile_limit
@@ -57,7 +57,6 @@ SEGMENTS_PER_RECOMPILE = 8
 
 _log_guards = get_logger("guards")
 _log_recompiles = get_logger("recompiles")
-_log_breaks = get_logger("breaks")
 
 GRAPH = "graph"
 SEGMENTED = "segmented"
@@ -633,31 +632,6 @@ class CompiledFunction:
         return out
 
 
-def check_named_dims(env: Any, spec: dict) -> None:
-    """A dimension named in dynamic_shapes must stay symbolic: a ValueError when the capture
-    made it a constant, or equal to a dimension of another name."""
-    from .symbolic.shape_env import ShapeEnv
-
-    assert isinstance(env, ShapeEnv)
-    for s, info in env.infos.items():
-        if info.name is None:
-            continue
-        value = env.replacements.get(s)
-        if value is None:
-            continue
-        other = env.infos.get(value) if hasattr(value, "is_Symbol") and value.is_Symbol else None
-        if other is not None and (other.name is None or other.name == info.name):
-            continue
-        why = next((sp for sp in env.specializations if sp.source == info.source), None)
-        reason = f": {why.why}" + (f" at {why.loc}" if why is not None and why.loc is not None else "") \
-            if why is not None else ""
-        what = f"equal to {other.source} (dimension {other.name!r})" if other is not None else \
-            f"the constant {value}"
-        raise ValueError(f"dynamic_shapes: {info.source} is named {info.name!r} (dynamic), but the "
-                         f"program requires it to be {what}{reason}. Remove the name from "
-                         f"dynamic_shapes (or give both dimensions one name)")
-
-
 def _rebuild(fn: Callable[..., Any], options: dict[str, Any]) -> CompiledFunction:
     return CompiledFunction(fn, **options)
 
@@ -691,162 +665,6 @@ def _signature(fn: Any) -> list[str] | None:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             names.append(p.name)
     return names
-
-
-# -- dynamic_shapes ----------------------------------------------------------------------------
-
-def _normalize_dynamic_shapes(spec: Any, dynamic: bool | None, params: list[str] | None) -> Any:
-    """Check the spec's own structure at compile() time (argument names, dim entries)."""
-    if spec is None:
-        return None
-    if dynamic is False:
-        raise ValueError("compile(dynamic=False, dynamic_shapes=...): a dynamic_shapes spec needs "
-                         "dynamic=None or dynamic=True")
-    if isinstance(spec, dict):
-        if params is not None:
-            unknown = [k for k in spec if k not in params]
-            if unknown:
-                raise ValueError(f"dynamic_shapes names {', '.join(map(repr, unknown))}, which "
-                                 f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} "
-                                 f"of the function (parameters: {', '.join(params) or 'none'})")
-        for k, v in spec.items():
-            _check_spec_entry(v, k)
-        return dict(spec)
-    if isinstance(spec, (tuple, list)):
-        for i, v in enumerate(spec):
-            _check_spec_entry(v, f"[{i}]")
-        return tuple(spec)
-    raise TypeError(f"dynamic_shapes must be a dict keyed by argument name or a tuple/list with one "
-                    f"entry per positional argument, got {type(spec).__name__}")
-
-
-def _is_dim(v: Any) -> bool:
-    return v is None or isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) \
-        or hasattr(v, "__name__") and hasattr(v, "min")
-
-
-def _check_spec_entry(v: Any, where: str) -> None:
-    if v is None or _is_dim_map(v):
-        return
-    if isinstance(v, (tuple, list)):
-        if all(_is_dim(d) for d in v):
-            return
-        for i, sub in enumerate(v):
-            _check_spec_entry(sub, f"{where}[{i}]")
-        return
-    if isinstance(v, dict):
-        for k, sub in v.items():
-            _check_spec_entry(sub, f"{where}[{k!r}]")
-        return
-    raise TypeError(f"dynamic_shapes{'' if where.startswith('[') else '.'}{where}: expected None, a "
-                    f"{{dim: name}} dict, a per-dim tuple of names/None, or a nested structure of "
-                    f"those, got {v!r}")
-
-
-def _is_dim_map(v: Any) -> bool:
-    return isinstance(v, dict) and bool(v) and all(isinstance(k, int) and not isinstance(k, bool)
-                                                   for k in v) and all(_is_dim(d) for d in v.values())
-
-
-def _dim_name(d: Any) -> Any:
-    return d.__name__ if hasattr(d, "__name__") and not isinstance(d, (str, int)) else d
-
-
-def _dim_label(d: Any) -> Any:
-    """A spec entry as recorded: an int (static size), a name, or a Dim (name with bounds)."""
-    from .symbolic.dims import Dim
-
-    if isinstance(d, (str, int, Dim)):
-        return d
-    return Dim(d.__name__, min=getattr(d, "min", None), max=getattr(d, "max", None))
-
-
-def check_dynamic_shapes(spec: Any, params: list[str] | None, leaves: list[Any], paths: list[str]) -> dict:
-    """Match ``spec`` against one call's arguments; returns {path: {dim: name}} or raises
-    ValueError naming the argument whose spec does not fit."""
-    if isinstance(spec, dict):
-        by_name = dict(spec)
-    else:
-        if params is None:
-            raise ValueError("dynamic_shapes given as a tuple, but the callable's signature is unknown; "
-                             "use a dict keyed by argument name")
-        if len(spec) > len(params):
-            raise ValueError(f"dynamic_shapes has {len(spec)} entries but the function takes "
-                             f"{len(params)} positional argument(s)")
-        by_name = dict(zip(params, spec))
-    resolved: dict[str, dict[int, Any]] = {}
-    sizes: dict[Any, tuple[int, str]] = {}
-    for name, entry in by_name.items():
-        matched = [(p, leaf) for p, leaf in zip(paths, leaves) if p == name or p.startswith(name + "[")
-                   or p.startswith(name + ".")]
-        if not matched:
-            if entry is None:
-                continue
-            raise ValueError(f"dynamic_shapes[{name!r}]: no argument {name!r} in this call")
-        _match(entry, name, dict(matched), resolved)
-    for path, dims in resolved.items():
-        leaf = leaves[paths.index(path)]
-        static = getattr(leaf, "_static_dims", None) or ()
-        for d, label in dims.items():
-            size = leaf.shape[d]
-            if isinstance(label, int):
-                if size != label:
-                    raise ValueError(f"dynamic_shapes: {path} dim {d} is specified as {label} but has "
-                                     f"size {size}")
-                continue
-            name = _dim_name(label)
-            if static is True or (isinstance(static, (set, frozenset, tuple, list)) and d in static):
-                raise ValueError(f"dynamic_shapes: {path} dim {d} is named {name!r} (dynamic) but was "
-                                 f"marked static with mark_static")
-            lo, hi = getattr(label, "min", None), getattr(label, "max", None)
-            if (lo is not None and size < lo) or (hi is not None and size > hi):
-                raise ValueError(f"dynamic_shapes: {path} dim {d} ({name!r}) has size {size}, outside "
-                                 f"{label!r}'s range [{lo if lo is not None else 0}, "
-                                 f"{hi if hi is not None else 'inf'}]")
-            prev = sizes.setdefault(name, (size, f"{path} dim {d}", label))
-            if prev[0] != size:
-                raise ValueError(f"dynamic_shapes: dimension {name!r} has size {prev[0]} at {prev[1]} "
-                                 f"but {size} at {path} dim {d}; dims with one name must agree")
-            if not isinstance(label, str) and isinstance(prev[2], type(label)) and prev[2] != label:
-                raise ValueError(f"dynamic_shapes: dimension {name!r} is given as {prev[2]!r} at {prev[1]} "
-                                 f"and as {label!r} at {path} dim {d}; one name has one range")
-    return resolved
-
-
-def _match(entry: Any, path: str, leaves: dict[str, Any], out: dict) -> None:
-    if entry is None:
-        return
-    leaf = leaves.get(path)
-    if leaf is not None and not isinstance(leaf, Tensor) and path in leaves and (
-            _is_dim_map(entry) or (isinstance(entry, (tuple, list)) and all(_is_dim(d) for d in entry))):
-        raise ValueError(f"dynamic_shapes: {path} is a {type(leaf).__name__}, not a tensor; its spec "
-                         f"must be None")
-    if isinstance(leaf, Tensor):
-        if _is_dim_map(entry):
-            dims = dict(entry)
-        elif isinstance(entry, (tuple, list)) and all(_is_dim(d) for d in entry):
-            if len(entry) != leaf.ndim:
-                raise ValueError(f"dynamic_shapes: {path} has {leaf.ndim} dims but its spec lists "
-                                 f"{len(entry)}")
-            dims = {i: d for i, d in enumerate(entry) if d is not None}
-        else:
-            raise ValueError(f"dynamic_shapes: {path} is a tensor; its spec must be a {{dim: name}} dict "
-                             f"or a tuple with one entry per dim, got {entry!r}")
-        for d in dims:
-            if not -leaf.ndim <= d < leaf.ndim:
-                raise ValueError(f"dynamic_shapes: {path} has {leaf.ndim} dims; dim {d} is out of range")
-        out[path] = {d % leaf.ndim: _dim_label(v) for d, v in dims.items()}
-        return
-    if isinstance(entry, dict) and not _is_dim_map(entry):
-        for k, sub in entry.items():
-            _match(sub, f"{path}[{k!r}]" if f"{path}[{k!r}]" in leaves or any(
-                p.startswith(f"{path}[{k!r}]") for p in leaves) else f"{path}.{k}", leaves, out)
-        return
-    if isinstance(entry, (tuple, list)):
-        for i, sub in enumerate(entry):
-            _match(sub, f"{path}[{i}]", leaves, out)
-        return
-    raise ValueError(f"dynamic_shapes: the spec for {path} does not match the argument's structure")
 
 
 # -- the module wrapper ------------------------------------------------------------------------
@@ -946,125 +764,3 @@ def compile(model: Callable[..., Any] | None = None, *, fullgraph: bool = False,
     if isinstance(model, Module):
         return CompiledModule(model, **opts)
     return CompiledFunction(model, **opts)
-
-
-# -- explain -----------------------------------------------------------------------------------
-
-@dataclass
-class ExplainReport:
-    """What capturing one call produced: graphs, graph breaks (with source lines) and ops."""
-
-    graphs: list[Graph] = field(default_factory=list)
-    breaks: list[BreakInfo] = field(default_factory=list)
-    #: size guards of a capture with symbolic sizes (a compiled callable's dynamic policy)
-    size_guards: list[str] = field(default_factory=list)
-    #: the Python values the graph relies on, each guarded (global, closure, attribute, item)
-    value_guards: list[str] = field(default_factory=list)
-    #: what the capture read but could not guard, and why
-    unguarded: list[str] = field(default_factory=list)
-
-    @property
-    def graph_count(self) -> int:
-        return len(self.graphs)
-
-    @property
-    def graph_break_count(self) -> int:
-        return len(self.breaks)
-
-    @property
-    def break_reasons(self) -> list[BreakInfo]:
-        return list(self.breaks)
-
-    @property
-    def ops_per_graph(self) -> list[int]:
-        return [len(g.nodes) for g in self.graphs]
-
-    @property
-    def op_counts(self) -> list[Counter]:
-        return [op_counts(g) for g in self.graphs]
-
-    def __str__(self) -> str:
-        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
-                 f"Op count: {sum(self.ops_per_graph)}"]
-        if self.breaks:
-            lines.append("Break reasons:")
-            for i, b in enumerate(self.breaks, 1):
-                lines.append(f"  {i}. {b.reason}")
-                lines.append(f"     at {b.loc if b.loc is not None else '<unknown location>'}")
-                if b.source:
-                    lines.append(f"       {b.source}")
-        if self.size_guards:
-            lines.append("Size guards:")
-            lines += [f"  {g}" for g in self.size_guards]
-        if self.value_guards:
-            lines.append("Value guards (Python state the graph relies on):")
-            lines += [f"  {g}" for g in self.value_guards]
-        if self.unguarded:
-            lines.append("Not guarded:")
-            lines += [f"  {g}" for g in self.unguarded]
-        lines.append("Ops per graph:")
-        for i, (g, counts) in enumerate(zip(self.graphs, self.op_counts), 1):
-            detail = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
-            lines.append(f"  graph {i} (@{g.name}): {len(g.nodes)} ops" + (f": {detail}" if detail else ""))
-        return "\n".join(lines)
-
-    def format_graphs(self) -> str:
-        return "\n\n".join(format_graph(g) for g in self.graphs)
-
-
-def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
-    """Capture one call of ``fn`` and report its graphs, graph breaks and ops.
-
-    The call really runs (Python side effects included), with graphs interpreted by the
-    reference implementations instead of compiled, so nothing is cached. For a compiled
-    callable the capture follows its dynamic policy (``dynamic=True``, ``dynamic_shapes``,
-    the dims automatic dynamic has marked): graphs show symbolic sizes and the report lists
-    the size guards."""
-    module = None
-    compiled: CompiledFunction | None = None
-    if isinstance(fn, CompiledModule):
-        compiled = fn.__dict__["_compiled"]
-        module, fn = fn._orig_mod, fn._orig_mod._call_impl
-    elif isinstance(fn, CompiledFunction):
-        compiled = fn
-        module, fn = fn._module, fn._fn
-    elif isinstance(fn, Module):
-        module, fn = fn, fn._call_impl
-    name = _default_name(fn if module is None else type(module))
-    leaves, treedef = pytree.flatten((args, kwargs))
-    modules = [("", module)] if module is not None else []
-    if inspect.ismethod(fn) and is_module(fn.__self__) and fn.__self__ is not module:
-        modules.append(("self.", fn.__self__))
-    modules += [(f"{p}.", leaf) for p, leaf in zip(pytree.leaf_paths(treedef), leaves) if is_module(leaf)]
-    modules += [(f"{label}.", obj) for label, obj, _ in free_objects(fn) if is_module(obj)]
-
-    def run(graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
-        return interpret(graph, arrays)
-
-    paths = pytree.leaf_paths(treedef)
-    dynamic_dims = None
-    if compiled is not None:
-        paths = compiled._paths(treedef)
-        spec = compiled._check_dynamic(leaves, paths)
-        dynamic_dims = compiled._dynamic_dims(leaves, paths, spec) or None
-    session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims))
-    if current_capture() is not None:
-        raise RuntimeError("explain() cannot run inside a capture")
-    trace = session.run_trace(fn, args, kwargs, leaves, paths, modules)
-    report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
-    if trace is not None and trace.shape_guard is not None:
-        report.size_guards = trace.shape_guard.describe()
-    if session.read_guard is not None:
-        report.value_guards = session.read_guard.descriptions()
-        report.unguarded = list(session.read_guard.notes)
-    if trace is not None:
-        entry = Entry(GRAPH, None, (), name, [], [])
-        entry.bindings, entry.graph = trace.bindings, trace.graph
-        entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
-        graph = trace.graph
-        entry.runner = (lambda *a: interpret(graph, a)) if graph.nodes else (
-            _passthrough(graph) if graph.outputs else None)
-        entry.run(leaves, [b.first for b in trace.bindings])
-        report.graphs.append(graph)
-    return report
-

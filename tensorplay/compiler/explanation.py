@@ -1,0 +1,143 @@
+"""``explain``: capture one call and report its graphs, graph breaks, ops and guards.
+
+docs/compiler.md (Diagnostics) describes the report.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dialects.tp.graph import Graph
+from ..nn.modules.module import Module
+from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough
+from .capture import pytree
+from .capture.graphs import format_graph, interpret, op_counts
+from .capture.guards import free_objects, is_module
+from .capture.session import BreakInfo, Capture, CaptureConfig, current_capture
+
+__all__ = ["explain", "ExplainReport"]
+
+
+@dataclass
+class ExplainReport:
+    """What capturing one call produced: graphs, graph breaks (with source lines) and ops."""
+
+    graphs: list[Graph] = field(default_factory=list)
+    breaks: list[BreakInfo] = field(default_factory=list)
+    #: size guards of a capture with symbolic sizes (a compiled callable's dynamic policy)
+    size_guards: list[str] = field(default_factory=list)
+    #: the Python values the graph relies on, each guarded (global, closure, attribute, item)
+    value_guards: list[str] = field(default_factory=list)
+    #: what the capture read but could not guard, and why
+    unguarded: list[str] = field(default_factory=list)
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.breaks)
+
+    @property
+    def break_reasons(self) -> list[BreakInfo]:
+        return list(self.breaks)
+
+    @property
+    def ops_per_graph(self) -> list[int]:
+        return [len(g.nodes) for g in self.graphs]
+
+    @property
+    def op_counts(self) -> list[Counter]:
+        return [op_counts(g) for g in self.graphs]
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {sum(self.ops_per_graph)}"]
+        if self.breaks:
+            lines.append("Break reasons:")
+            for i, b in enumerate(self.breaks, 1):
+                lines.append(f"  {i}. {b.reason}")
+                lines.append(f"     at {b.loc if b.loc is not None else '<unknown location>'}")
+                if b.source:
+                    lines.append(f"       {b.source}")
+        if self.size_guards:
+            lines.append("Size guards:")
+            lines += [f"  {g}" for g in self.size_guards]
+        if self.value_guards:
+            lines.append("Value guards (Python state the graph relies on):")
+            lines += [f"  {g}" for g in self.value_guards]
+        if self.unguarded:
+            lines.append("Not guarded:")
+            lines += [f"  {g}" for g in self.unguarded]
+        lines.append("Ops per graph:")
+        for i, (g, counts) in enumerate(zip(self.graphs, self.op_counts), 1):
+            detail = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
+            lines.append(f"  graph {i} (@{g.name}): {len(g.nodes)} ops" + (f": {detail}" if detail else ""))
+        return "\n".join(lines)
+
+    def format_graphs(self) -> str:
+        return "\n\n".join(format_graph(g) for g in self.graphs)
+
+
+def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
+    """Capture one call of ``fn`` and report its graphs, graph breaks and ops.
+
+    The call really runs (Python side effects included), with graphs interpreted by the
+    reference implementations instead of compiled, so nothing is cached. For a compiled
+    callable the capture follows its dynamic policy (``dynamic=True``, ``dynamic_shapes``,
+    the dims automatic dynamic has marked): graphs show symbolic sizes and the report lists
+    the size guards."""
+    module = None
+    compiled: CompiledFunction | None = None
+    if isinstance(fn, CompiledModule):
+        compiled = fn.__dict__["_compiled"]
+        module, fn = fn._orig_mod, fn._orig_mod._call_impl
+    elif isinstance(fn, CompiledFunction):
+        compiled = fn
+        module, fn = fn._module, fn._fn
+    elif isinstance(fn, Module):
+        module, fn = fn, fn._call_impl
+    name = _default_name(fn if module is None else type(module))
+    leaves, treedef = pytree.flatten((args, kwargs))
+    modules = [("", module)] if module is not None else []
+    if inspect.ismethod(fn) and is_module(fn.__self__) and fn.__self__ is not module:
+        modules.append(("self.", fn.__self__))
+    modules += [(f"{p}.", leaf) for p, leaf in zip(pytree.leaf_paths(treedef), leaves) if is_module(leaf)]
+    modules += [(f"{label}.", obj) for label, obj, _ in free_objects(fn) if is_module(obj)]
+
+    def run(graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+        return interpret(graph, arrays)
+
+    paths = pytree.leaf_paths(treedef)
+    dynamic_dims = None
+    if compiled is not None:
+        paths = compiled._paths(treedef)
+        spec = compiled._check_dynamic(leaves, paths)
+        dynamic_dims = compiled._dynamic_dims(leaves, paths, spec) or None
+    session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims))
+    if current_capture() is not None:
+        raise RuntimeError("explain() cannot run inside a capture")
+    trace = session.run_trace(fn, args, kwargs, leaves, paths, modules)
+    report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
+    if trace is not None and trace.shape_guard is not None:
+        report.size_guards = trace.shape_guard.describe()
+    if session.read_guard is not None:
+        report.value_guards = session.read_guard.descriptions()
+        report.unguarded = list(session.read_guard.notes)
+    if trace is not None:
+        entry = Entry(GRAPH, None, (), name, [], [])
+        entry.bindings, entry.graph = trace.bindings, trace.graph
+        entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
+        graph = trace.graph
+        entry.runner = (lambda *a: interpret(graph, a)) if graph.nodes else (
+            _passthrough(graph) if graph.outputs else None)
+        entry.run(leaves, [b.first for b in trace.bindings])
+        report.graphs.append(graph)
+    return report
