@@ -61,6 +61,7 @@ def test_global_modes_are_guarded(backend):
         tp.set_default_dtype(default)
     cf(x)
     assert backend.count == 3
+    assert len(calls) == 3  # the Python ran once per capture, never for a cached call
 
 
 def test_aliasing_between_tensor_arguments_is_guarded(backend):
