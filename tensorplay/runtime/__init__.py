@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 from .loader import EntryPoint, ExportedModule, load, load_parameters, save_parameters
-from .program import DRIVER_ALIASES, DRIVERS, DriverUnavailable, Function, Program, driver_devices, get_device, release_all
+from .program import (BACKEND_DRIVERS, DRIVER_ALIASES, DRIVERS, DriverUnavailable, Function, Program, driver_devices,
+                      get_device, release_all)
 from .signature import EntrySignature, TensorSpec
 
-__all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "get_device", "driver_devices",
-           "release_all", "DriverUnavailable", "ExportedModule", "EntryPoint", "EntrySignature", "TensorSpec", "save_parameters",
-           "load_parameters"]
+__all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "get_device",
+           "driver_devices", "release_all", "DriverUnavailable", "ExportedModule", "EntryPoint", "EntrySignature",
+           "TensorSpec", "save_parameters", "load_parameters"]

@@ -24,14 +24,10 @@ from typing import Any
 import numpy as np
 
 from . import program as _program
-from .program import Program, check_archive, iree_reason, normalize_driver
+from .program import BACKEND_DRIVERS, Program, check_archive, iree_reason, normalize_driver
 from .signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, numpy_dtype
 
-__all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters", "BACKEND_DRIVERS"]
-
-#: the runtime drivers that can run each export backend's code; the first is the default
-BACKEND_DRIVERS = {"iree-cpu": ("local-task", "local-sync"), "iree-vmvx": ("local-sync", "local-task"),
-                   "iree-vulkan": ("vulkan",), "iree-cuda": ("cuda",), "iree-rocm": ("hip",)}
+__all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters"]
 
 _PARAMETER_FORMAT = "TENSORv0"
 

@@ -22,14 +22,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module", "get_device",
-           "driver_devices", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
+__all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
+           "get_device", "driver_devices", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
 
 #: the IREE runtime drivers a Program can load on
 DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
-#: friendlier names accepted wherever a driver is
-DRIVER_ALIASES = {"cpu": "local-task", "rocm": "hip", "iree-cpu": "local-task", "iree-vulkan": "vulkan",
-                  "iree-cuda": "cuda", "iree-rocm": "hip", "iree-vmvx": "local-sync"}
+#: the drivers that can run the code of each built-in IREE backend; the first is the one a
+#: program exported for it loads on by default (the compiler's target records read this table)
+BACKEND_DRIVERS = {"iree-cpu": ("local-task", "local-sync"), "iree-vulkan": ("vulkan",), "iree-cuda": ("cuda",),
+                   "iree-rocm": ("hip",), "iree-vmvx": ("local-sync", "local-task")}
+#: friendlier names accepted wherever a driver is: each backend's name (and cpu, rocm) for its
+#: default driver
+DRIVER_ALIASES = {"cpu": BACKEND_DRIVERS["iree-cpu"][0], "rocm": BACKEND_DRIVERS["iree-rocm"][0],
+                  **{backend: drivers[0] for backend, drivers in BACKEND_DRIVERS.items()}}
 
 _BYTE = np.dtype(np.uint8)
 _lock = threading.RLock()
