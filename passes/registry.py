@@ -8,12 +8,13 @@ A tp pass is a class with its ``name`` and one-line doc, options as dataclass fi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..dialects.ir import ir
 
 __all__ = ["Pass", "register_pass", "register_pipeline", "lookup_pass", "all_passes", "PIPELINES",
-           "PassFailure"]
+           "PassFailure", "pipeline_with_options"]
 
 
 class PassFailure(RuntimeError):
@@ -86,6 +87,28 @@ def register_pipeline(name: str, pipeline: str, description: str) -> None:
     if name in _PASSES or name in PIPELINES:
         raise ValueError(f"pipeline {name} is registered twice")
     PIPELINES[name] = (pipeline, description)
+
+
+def pipeline_with_options(name: str, options: Mapping[str, Mapping[str, Any]]) -> str:
+    """Registered pipeline ``name`` with pass options set: ``{"convert-tp-to-linalg":
+    {"float64": False}}`` gives ``tp-optimize,convert-tp-to-linalg{float64=false},canonicalize,cse``
+    for ``tp-to-linalg``. Without options, ``name`` itself. Each option is checked against its
+    pass; a pass the pipeline does not run is a ValueError."""
+    from .pipeline import split_pipeline
+
+    options = {p: o for p, o in options.items() if o}
+    if not options:
+        return name
+    all_passes()  # registers the passes and named pipelines
+    items = split_pipeline(PIPELINES[name][0])
+    for pass_name, values in options.items():
+        cls = _PASSES.get(pass_name)
+        if cls is None or pass_name not in items:
+            raise ValueError(f"pipeline '{name}' runs no tp pass '{pass_name}'; it runs {', '.join(items)}")
+        text = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items())
+        cls.from_options(text)  # an unknown option or a bad value fails here
+        items[items.index(pass_name)] = f"{pass_name}{{{text}}}"
+    return ",".join(items)
 
 
 def lookup_pass(name: str) -> type[Pass] | None:
