@@ -43,6 +43,7 @@ from .capture.session import (
     is_exporting,
 )
 from ..dialects.tp.errors import OpError
+# tensorplay.export imports these three from here
 from .dynamic_shapes import check_dynamic_shapes, check_named_dims
 from .dynamic_shapes import normalize_dynamic_shapes as _normalize_dynamic_shapes
 from .errors import GraphCaptureError
