@@ -7,12 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...dialects.ir import func, ir
+from ...dialects.ir import ir
 from ...dialects.tp import mlir as M
+from ...dialects.tp import symbolic as sym
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..registry import Pass, PassFailure, register_pass, register_pipeline
-from ._builder import elem_type, fence, ranked
+from ._builder import fence, ranked
 from ._sizes import SizeValues
 from ._target import TargetTraits, lowering_for
 
@@ -51,8 +52,6 @@ class LowerCtx:
     def size(self, expr: Any) -> ir.Value | int:
         """A size (int or symbolic expression) as an int, or an ``index`` value computed at
         run time."""
-        from ...dialects.tp import symbolic as sym
-
         expr = sym.as_size(expr)
         if not sym.is_symbolic(expr):
             return expr
@@ -65,8 +64,6 @@ class LowerCtx:
         """Sizes of result ``i``: ints, run-time values of symbolic sizes, None where unknown."""
         static = self.out_types[i].shape
         known = self.sym_out_types[i].shape if self.sym_out_types is not None else static
-        from ...dialects.tp import symbolic as sym
-
         return [d if d is not None and not sym.is_symbolic(d) else (self.size(k) if sym.is_symbolic(k) else None)
                 for d, k in zip(static, known)]
 
@@ -297,11 +294,8 @@ def _fence(fn: ir.Operation, fenced: Callable[[ir.Operation], bool]) -> None:
 
 
 def _where(op: ir.Operation) -> str:
-    text = M.loc_text(op.location, "<unknown>")
-    return text
+    return M.loc_text(op.location, "<unknown>")
 
 
 register_pipeline("tp-to-linalg", "tp-optimize,convert-tp-to-linalg,canonicalize,cse",
                   "The full path from tp to IREE input: optimize, lower, clean up")
-
-del func, elem_type
