@@ -70,6 +70,13 @@ class DType:
     def itemsize(self) -> int:
         return max(1, self.bits // 8)
 
+    @property
+    def computes_in(self) -> DType:
+        """The dtype arithmetic on this dtype runs in: the half types (float16, bfloat16)
+        compute in float32 and round the result once, as PyTorch's CPU kernels do; every
+        other dtype computes in itself."""
+        return float32 if self is float16 or self is bfloat16 else self
+
     def to_complex(self) -> DType:
         raise TypeError(f"tensorplay has no complex dtypes (asked for the complex form of {self})")
 

@@ -52,14 +52,11 @@ def _inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     return input._assign(out) if inplace else out
 
 
-def _is_half(x: Tensor) -> bool:
-    return x.dtype is dt.float16 or x.dtype is dt.bfloat16
-
-
 def _opmath(x: Tensor) -> Tensor:
-    """Half types computed in float32 and rounded once at the end, as PyTorch's CPU
-    kernels do."""
-    return E.cast(x, dt.float32) if _is_half(x) else x
+    """``x`` in the dtype its arithmetic runs in (``DType.computes_in``: float32 for half
+    types, rounded once at the end, as PyTorch's CPU kernels do)."""
+    work = x.dtype.computes_in
+    return E.cast(x, work) if work is not x.dtype else x
 
 
 # --- activations -----------------------------------------------------------------------------

@@ -66,10 +66,6 @@ def _dtype(dtype: Any) -> dt.DType | None:
     return None if dtype is None else dt.as_dtype(dtype)
 
 
-def _is_half(x: Tensor) -> bool:
-    return x.dtype is dt.float16 or x.dtype is dt.bfloat16
-
-
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Any = None) -> Tensor:
     """Sum over ``dim`` (all dims when None); bool and integer inputs sum in int64."""
@@ -175,8 +171,9 @@ def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False
         correction: Any = None) -> Tensor:
     """Standard deviation: the square root of :func:`var` (rounded once for half types)."""
     x = as_tensor_arg(input, "std")
-    if _is_half(x):
-        out = E.sqrt(_var("std", E.cast(x, dt.float32), dim, unbiased, keepdim, correction))
+    work = x.dtype.computes_in
+    if work is not x.dtype:
+        out = E.sqrt(_var("std", E.cast(x, work), dim, unbiased, keepdim, correction))
         return E.cast(out, x.dtype)
     return E.sqrt(_var("std", x, dim, unbiased, keepdim, correction))
 
@@ -265,8 +262,9 @@ def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
         p = 2.0
     elif not is_scalar(p) or isinstance(p, (bool, np.bool_)):
         raise TypeError(f"norm(): argument 'p' must be a number or 'fro', not {type(p).__name__}")
-    if _is_half(x):  # accumulate in float32 and round once, as PyTorch does
-        return E.cast(_vector_norm(E.cast(x, dt.float32), float(p), dims, keepdim), x.dtype)
+    work = x.dtype.computes_in
+    if work is not x.dtype:  # half types accumulate in float32 and round once, as PyTorch does
+        return E.cast(_vector_norm(E.cast(x, work), float(p), dims, keepdim), x.dtype)
     return _vector_norm(x, float(p), dims, keepdim)
 
 

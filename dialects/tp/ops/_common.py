@@ -7,20 +7,13 @@ import numpy as np
 from .. import dtypes as dt
 from ..types import TensorType
 
-__all__ = ["compute_np_dtype", "upcast", "promote_operands"]
-
-
-def compute_np_dtype(dtype: dt.DType) -> np.dtype:
-    """The numpy dtype the reference computes in: half types widen to float32, as
-    PyTorch's CPU kernels do, and the result is rounded back once."""
-    if dtype is dt.float16 or dtype is dt.bfloat16:
-        return np.dtype(np.float32)
-    return dtype.np_dtype
+__all__ = ["upcast", "promote_operands"]
 
 
 def upcast(array: np.ndarray, dtype: dt.DType) -> np.ndarray:
-    """``array`` converted to the compute dtype of ``dtype``."""
-    target = compute_np_dtype(dtype)
+    """``array`` converted to the dtype arithmetic on ``dtype`` runs in
+    (:attr:`~tensorplay.dialects.tp.dtypes.DType.computes_in`)."""
+    target = dtype.computes_in.np_dtype
     return array if array.dtype == target else array.astype(target)
 
 

@@ -21,7 +21,6 @@ import sympy
 
 from .. import symbolic as sym
 from ..types import Dim, TensorType
-from ._common import compute_np_dtype
 from .elementwise import cast_array
 
 __all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "pool_output_size"]
@@ -150,7 +149,7 @@ class Conv2d(_Spatial):
 
     def reference(self, arrays, attrs):
         x, w, b = arrays
-        cdt = compute_np_dtype(dt.from_numpy_dtype(x.dtype))
+        cdt = dt.from_numpy_dtype(x.dtype).computes_in.np_dtype
         top, left, bottom, right = attrs["padding"]
         x = np.pad(x.astype(cdt, copy=False), ((0, 0), (0, 0), (top, bottom), (left, right)))
         w = w.astype(cdt, copy=False)
@@ -236,7 +235,7 @@ class _MaxPoolBase(_Pool2d):
             raise self.error(DTypeError, "not implemented for dtype bool")
 
     def max_windows(self, x: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
-        x = x.astype(compute_np_dtype(dt.from_numpy_dtype(x.dtype)), copy=False)
+        x = x.astype(dt.from_numpy_dtype(x.dtype).computes_in.np_dtype, copy=False)
         fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
         out = tuple(pool_output_size(size, k, s, p, d, attrs["ceil_mode"]) for size, k, s, p, d in
                     zip(x.shape[2:], attrs["kernel_size"], attrs["stride"], attrs["padding"],
@@ -316,7 +315,7 @@ class AvgPool2d(_Pool2d):
 
     def reference(self, arrays, attrs):
         x = arrays[0]
-        cdt = compute_np_dtype(dt.from_numpy_dtype(x.dtype))
+        cdt = dt.from_numpy_dtype(x.dtype).computes_in.np_dtype
         x = x.astype(cdt, copy=False)
         sizes = x.shape[2:]
         out = tuple(pool_output_size(size, k, s, p, 1, attrs["ceil_mode"]) for size, k, s, p in

@@ -14,7 +14,6 @@ from ..errors import DTypeError, ShapeError
 from ..registry import Op, Operand, register
 from ..shapes import broadcast_shapes, same_dim
 from ..types import TensorType
-from ._common import compute_np_dtype
 
 __all__ = ["MatMul", "format_matrix_shape"]
 
@@ -60,5 +59,5 @@ class MatMul(Op):
 
     def reference(self, arrays, attrs):
         a, b = arrays
-        target = compute_np_dtype(from_numpy_dtype(a.dtype))
+        target = from_numpy_dtype(a.dtype).computes_in.np_dtype
         return np.matmul(a.astype(target, copy=False), b.astype(target, copy=False))

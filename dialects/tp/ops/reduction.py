@@ -457,9 +457,9 @@ class LayerNorm(Op):
                                              f"normalized_shape, but got {name} of shape "
                                              f"{format_shape(p.shape)} and normalized_shape = "
                                              f"{list(shape)}")
-            # half inputs may carry float32 parameters; otherwise dtypes must agree
-            if p.dtype is not x.dtype and not (
-                    p.dtype is dt.float32 and x.dtype in (dt.float16, dt.bfloat16)):
+            # parameters have the input's dtype, or the one it computes in (float32 ones
+            # for half inputs)
+            if p.dtype is not x.dtype and p.dtype is not x.dtype.computes_in:
                 raise self.error(DTypeError, f"mixed dtypes: input is {x.dtype.name} but {name} "
                                              f"is {p.dtype.name}")
         return (x,)
