@@ -1,27 +1,93 @@
-"""Symbolic sizes at run time: size expressions (sympy, from ``tp.shapes`` / ``tp.arg_shapes``)
-turned into ``index`` arithmetic over ``tensor.dim`` of the function's arguments.
+"""Sizes at run time.
 
-A function with symbolic sizes names, for each argument dimension that is not static, the
-expression of its size (``s0``, ``s1``, ...). Every other symbolic size in the function is
-an expression over those symbols, so one compiled function serves every size: the symbols
-are read from the arguments with ``tensor.dim`` and the expressions computed with
-``arith`` on ``index`` values (``floor`` is ``arith.floordivsi``, ``Mod`` is a floor
-remainder, ``Max``/``Min`` are ``arith.maxsi``/``arith.minsi``).
+A :data:`Size` is an ``int`` when it is known statically, else an ``index`` value (a
+``tensor.dim`` or ``arith`` on index values); the helpers here read, combine and split
+them without emitting code for what is static.
+
+Symbolic sizes (sympy, from ``tp.shapes`` / ``tp.arg_shapes``) become such values through
+:class:`SizeValues`. A function with symbolic sizes names, for each argument dimension that
+is not static, the expression of its size (``s0``, ``s1``, ...). Every other symbolic size in
+the function is an expression over those symbols, so one compiled function serves every
+size: the symbols are read from the arguments with ``tensor.dim`` and the expressions
+computed with ``arith`` on ``index`` values (``floor`` is ``arith.floordivsi``, ``Mod`` is a
+floor remainder, ``Max``/``Min`` are ``arith.maxsi``/``arith.minsi``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Union
 
 import sympy
 
 from ...dialects.ir import arith, ir, tensor
 from ...dialects.tp import symbolic as sym
-from ...dialects.tp.types import TensorType
-from ._builder import index_const
+from ...dialects.tp.types import TensorType, is_static
 
-__all__ = ["SizeValues"]
+__all__ = ["Size", "index_const", "as_index", "dim_value", "sizes_of", "index_add", "product", "split_sizes",
+           "has_static_zero", "SizeValues"]
+
+#: a size: an int when static, else an ``index`` value
+Size = Union[int, ir.Value]
+
+
+def index_const(value: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), value)).result
+
+
+def as_index(size: Size) -> ir.Value:
+    """``size`` as an ``index`` value (a constant when it is static)."""
+    return index_const(size) if isinstance(size, int) else size
+
+
+def dim_value(value: ir.Value, index: int) -> ir.Value:
+    """``tensor.dim`` of ``value`` at dimension ``index``."""
+    return tensor.DimOp(value, index_const(index)).result
+
+
+def sizes_of(value: ir.Value, t: TensorType, dims: Sequence[int] | None = None) -> list[Size]:
+    """The sizes of ``value`` (of type ``t``) at ``dims`` (all by default): an int where ``t``
+    knows the size, else its ``tensor.dim``."""
+    dims = range(t.rank) if dims is None else dims
+    return [int(t.shape[i]) if is_static(t.shape[i]) else dim_value(value, i) for i in dims]
+
+
+def index_add(a: Size, b: Size) -> Size:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    return arith.AddIOp(as_index(a), as_index(b)).result
+
+
+def product(sizes: Sequence[Size]) -> Size:
+    """The product of ``sizes``: an int when all are static."""
+    static = 1
+    dynamic: list[ir.Value] = []
+    for s in sizes:
+        if isinstance(s, int):
+            static *= s
+        else:
+            dynamic.append(s)
+    if not dynamic:
+        return static
+    value = dynamic[0]
+    for s in dynamic[1:]:
+        value = arith.MulIOp(value, s).result
+    if static != 1:
+        value = arith.MulIOp(value, index_const(static)).result
+    return value
+
+
+def split_sizes(sizes: Sequence[Size | None]) -> tuple[list[ir.Value], list[int]]:
+    """The dynamic and static operands of ops with mixed sizes (``tensor.expand_shape``,
+    ``tensor.extract_slice``, ...): the values, and every size with MLIR's dynamic marker
+    standing for what is not an int."""
+    dyn = ir.ShapedType.get_dynamic_size()
+    return [s for s in sizes if isinstance(s, ir.Value)], [s if isinstance(s, int) else dyn for s in sizes]
+
+
+def has_static_zero(sizes: Sequence[Size]) -> bool:
+    """Whether one of ``sizes`` is a static 0 (the tensor has no elements)."""
+    return any(isinstance(s, int) and s == 0 for s in sizes)
 
 
 class SizeValues:
@@ -53,8 +119,7 @@ class SizeValues:
             first = self.block.operations[0] if len(self.block.operations) else None
             point = ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(self.block)
             with point:
-                c = arith.ConstantOp(ir.IndexType.get(), ir.IntegerAttr.get(ir.IndexType.get(), d)).result
-                v = tensor.DimOp(arg, c).result
+                v = dim_value(arg, d)
             self._symbols[s] = v
         return v
 

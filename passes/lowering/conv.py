@@ -19,14 +19,14 @@ import numpy as np
 from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.ops.elementwise import cast_array
-from ...dialects.tp.types import TensorType, is_static
+from ...dialects.tp.types import is_static
 from . import LowerCtx, lowers
-from ._builder import cast_scalar, compute_dtype, const_scalar, elem_type, index_const, int_div
-from .linalg import (Size, as_index, collapse, expand, index_add, match_type, parallel_iterators,
-                     reduction_iterators, sizes_of, tensor_of, zeros)
+from ._builder import (beats, cast_scalar, collapse, const_scalar, dim_map, elem_type, empty, expand,
+                       extremum_identity, filled, generic, identity_map, int_div, loop_index, match_type,
+                       parallel, scalar_add, tensor_type)
+from ._sizes import Size, as_index, has_static_zero, index_add, index_const, sizes_of, split_sizes
 
 _I = arith.CmpIPredicate
-_F = arith.CmpFPredicate
 
 
 def _pad_constant(value: ir.Value, sizes: Sequence[Size], low: Sequence[int], high: Sequence[int],
@@ -35,18 +35,11 @@ def _pad_constant(value: ir.Value, sizes: Sequence[Size], low: Sequence[int], hi
     new = [index_add(s, lo + hi) if lo + hi else s for s, lo, hi in zip(sizes, low, high)]
     if not any(low) and not any(high):
         return value, new
-    op = tensor.PadOp(tensor_of(new, elem), value, [], [], list(low), list(high))
+    op = tensor.PadOp(tensor_type(new, elem), value, [], [], list(low), list(high))
     block = op.regions[0].blocks.append(*[ir.IndexType.get()] * len(sizes))
     with ir.InsertionPoint(block):
         tensor.YieldOp(fill)
     return op.result, new
-
-
-def _lowest(dtype: dt.DType) -> ir.Value:
-    """The identity of max: -inf, or the smallest integer of the dtype."""
-    if dtype.is_floating_point:
-        return const_scalar(float("-inf"), dtype)
-    return const_scalar(int(np.iinfo(dtype.np_dtype).min), dtype)
 
 
 def _window_out(size: Size, known, kernel: Size, stride: int, pad_lo: int, pad_hi: int,
@@ -97,31 +90,18 @@ def _padded_pool_input(ctx: LowerCtx, fill: ir.Value, dilation: Sequence[int] = 
     return padded, sizes, out_sizes
 
 
-def _window_generic(padded: ir.Value, kernel, stride, dilation, outs: list[ir.Value],
+def _window_generic(padded: ir.Value, dtype: dt.DType, kernel, stride, dilation, outs: list[ir.Value],
                     body: Callable[[list[ir.Value]], list[ir.Value]]) -> list[ir.Value]:
-    """A ``linalg.generic`` over (n, c, oh, ow, kh, kw) reducing the windows of ``padded``
-    into ``outs``; ``body`` gets (element, *accumulators) and yields the new accumulators."""
+    """A ``linalg.generic`` over (n, c, oh, ow, kh, kw) reducing the windows of ``padded`` (of
+    ``dtype``) into ``outs``; ``body`` gets (element, *accumulators) and yields the new
+    accumulators."""
     d = [ir.AffineDimExpr.get(i) for i in range(6)]
     read = ir.AffineMap.get(6, 0, [d[0], d[1], d[2] * stride[0] + d[4] * dilation[0],
                                    d[3] * stride[1] + d[5] * dilation[1]])
-    window_map = ir.AffineMap.get(6, 0, [d[4], d[5]])
-    out_map = ir.AffineMap.get(6, 0, d[:4])
-    elem = ir.RankedTensorType(padded.type).element_type
-    window = tensor.EmptyOp(list(kernel), elem).result  # only gives the window loops their sizes
-    maps = [read, window_map] + [out_map] * len(outs)
-    op = linalg.GenericOp([o.type for o in outs], [padded, window], outs,
-                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                          ir.ArrayAttr.get(parallel_iterators(4) + reduction_iterators(2)))
-    acc_types = [ir.RankedTensorType(o.type).element_type for o in outs]
-    block = op.regions[0].blocks.append(elem, elem, *acc_types)
-    args = list(block.arguments)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp(body([args[0]] + args[2:]))
-    return list(op.results)
-
-
-def _filled(sizes: Sequence[Size], dtype: dt.DType, value: ir.Value) -> ir.Value:
-    return linalg.fill(value, outs=[tensor.EmptyOp(list(sizes), elem_type(dtype)).result])
+    window = empty(list(kernel), dtype)  # only gives the window loops their sizes
+    out_map = dim_map(6, range(4))
+    return generic([(padded, read), (window, dim_map(6, [4, 5]))], [(o, out_map) for o in outs],
+                   lambda args: body([args[0]] + args[2:]), reduced=(4, 5))
 
 
 @lowers("tp.conv2d", summary="`tensor.pad` + `linalg.conv_2d_nchw_fchw` (groups: "
@@ -133,7 +113,7 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
     tx, tw, tb = ctx.in_types
     out = ctx.out_types[0]
     dtype = tx.dtype
-    acc_dtype = compute_dtype(dtype)
+    acc_dtype = dtype.computes_in
     elem = elem_type(dtype)
     stride, dilation, groups = ctx.attrs["stride"], ctx.attrs["dilation"], ctx.attrs["groups"]
     top, left, bottom, right = ctx.attrs["padding"]
@@ -142,10 +122,10 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
     # is cast to it, since expand_shape cannot split a static dim into a dynamic one.
     if not isinstance(x_sizes[1], int) and isinstance(w_sizes[1], int):
         x_sizes[1] = w_sizes[1] * groups
-        x = tensor.CastOp(tensor_of(x_sizes, elem), x).result
+        x = tensor.CastOp(tensor_type(x_sizes, elem), x).result
     elif isinstance(x_sizes[1], int) and not isinstance(w_sizes[1], int):
         w_sizes[1] = x_sizes[1] // groups
-        w = tensor.CastOp(tensor_of(w_sizes, elem), w).result
+        w = tensor.CastOp(tensor_type(w_sizes, elem), w).result
     x, x_sizes = _pad_constant(x, x_sizes, [0, 0, top, left], [0, 0, bottom, right],
                                const_scalar(0, dtype), elem)
     n, c = x_sizes[:2]
@@ -153,25 +133,24 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
     oh = _window_out(x_sizes[2], out.shape[2], kh, stride[0], 0, 0, dilation[0], False)
     ow = _window_out(x_sizes[3], out.shape[3], kw, stride[1], 0, 0, dilation[1], False)
     geometry = dict(strides=list(stride), dilations=list(dilation))
-    if any(isinstance(s, int) and s == 0 for s in (cg, kh, kw)):
+    if has_static_zero([cg, kh, kw]):
         # IREE 3.13 crashes compiling a contraction over a static empty dim; the sum is just 0.
-        result = zeros([n, o, oh, ow], acc_dtype)
+        result = filled([n, o, oh, ow], acc_dtype, 0)
     elif groups == 1:
-        result = linalg.conv_2d_nchw_fchw(x, w, outs=[zeros([n, o, oh, ow], acc_dtype)], **geometry)
+        result = linalg.conv_2d_nchw_fchw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)], **geometry)
     elif cg == 1 and isinstance(o, int) and o == groups:
         # one filter per channel: depthwise
-        w, _ = collapse(w, w_sizes, [[0, 1], [2], [3]], elem)
-        result = linalg.depthwise_conv_2d_nchw_chw(x, w, outs=[zeros([n, o, oh, ow], acc_dtype)],
+        w = collapse(w, [[0, 1], [2], [3]])
+        result = linalg.depthwise_conv_2d_nchw_chw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)],
                                                    **geometry)
     else:
         per_group = o // groups if isinstance(o, int) else \
             arith.DivUIOp(o, index_const(groups)).result
-        xg = expand(x, [n, groups, cg] + x_sizes[2:], [[0], [1, 2], [3], [4]], elem)
-        wg = expand(w, [groups, per_group, cg, kh, kw], [[0, 1], [2], [3], [4]], elem)
-        acc = zeros([n, groups, per_group, oh, ow], acc_dtype)
+        xg = expand(x, [[0], [1, 2], [3], [4]], [n, groups, cg] + x_sizes[2:])
+        wg = expand(w, [[0, 1], [2], [3], [4]], [groups, per_group, cg, kh, kw])
+        acc = filled([n, groups, per_group, oh, ow], acc_dtype, 0)
         grouped = linalg.conv_2d_ngchw_gfchw(xg, wg, outs=[acc], **geometry)
-        result, _ = collapse(grouped, [n, groups, per_group, oh, ow], [[0], [1, 2], [3], [4]],
-                             elem_type(acc_dtype))
+        result = collapse(grouped, [[0], [1, 2], [3], [4]])
     if bias is None and acc_dtype is dtype:
         return [match_type(result, out)]
     return [match_type(_bias_and_round(result, bias, [n, o, oh, ow], acc_dtype, dtype,
@@ -181,23 +160,15 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
 def _bias_and_round(acc: ir.Value, bias: ir.Value | None, sizes: list[Size], acc_dtype: dt.DType,
                     dtype: dt.DType, bias_dtype: dt.DType | None) -> ir.Value:
     """acc + bias[channel] in the compute dtype, rounded to ``dtype``."""
-    ident = ir.AffineMap.get_identity(4)
-    channel = ir.AffineMap.get(4, 0, [ir.AffineDimExpr.get(1)])
-    ins = [acc] + ([] if bias is None else [bias])
-    maps = [ident] + ([] if bias is None else [channel]) + [ident]
-    init = tensor.EmptyOp(sizes, elem_type(dtype)).result
-    op = linalg.GenericOp([tensor_of(sizes, elem_type(dtype))], ins, [init],
-                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                          ir.ArrayAttr.get(parallel_iterators(4)))
-    arg_types = [elem_type(acc_dtype)] + ([] if bias is None else [elem_type(bias_dtype)])
-    block = op.regions[0].blocks.append(*arg_types, elem_type(dtype))
-    with ir.InsertionPoint(block):
-        v = block.arguments[0]
+    ins = [(acc, identity_map(4))] + ([] if bias is None else [(bias, dim_map(4, [1]))])
+
+    def body(args: list[ir.Value]) -> ir.Value:
+        v = args[0]
         if bias is not None:
-            b = cast_scalar(block.arguments[1], bias_dtype, acc_dtype)
-            v = (arith.AddFOp if acc_dtype.is_floating_point else arith.AddIOp)(v, b).result
-        linalg.YieldOp([cast_scalar(v, acc_dtype, dtype)])
-    return op.result
+            v = scalar_add(v, cast_scalar(args[1], bias_dtype, acc_dtype), acc_dtype)
+        return cast_scalar(v, acc_dtype, dtype)
+
+    return parallel(empty(sizes, dtype), ins, body)
 
 
 @lowers("tp.max_pool2d", summary="`tensor.pad` with -inf (the dtype's minimum for ints) + "
@@ -205,17 +176,17 @@ def _bias_and_round(acc: ir.Value, bias: ir.Value | None, sizes: list[Size], acc
                                  "`arith.maxui`) into a `linalg.fill` of the same value")
 def _max_pool2d(ctx: LowerCtx) -> list[ir.Value]:
     dtype = ctx.in_types[0].dtype
-    elem = elem_type(dtype)
     dilation = ctx.attrs["dilation"]
-    xp, _, out_sizes = _padded_pool_input(ctx, _lowest(dtype), dilation)
-    acc = _filled(out_sizes, dtype, _lowest(dtype))
+    lowest = extremum_identity(dtype, True)
+    xp, _, out_sizes = _padded_pool_input(ctx, const_scalar(lowest, dtype), dilation)
+    acc = filled(out_sizes, dtype, lowest)
     kernel, stride = ctx.attrs["kernel_size"], ctx.attrs["stride"]
     if dtype.is_signed or dtype.is_floating_point:
-        window = tensor.EmptyOp(list(kernel), elem).result
+        window = empty(list(kernel), dtype)
         result = linalg.pooling_nchw_max(xp, window, outs=[acc], strides=list(stride),
                                          dilations=list(dilation))
     else:
-        result, = _window_generic(xp, kernel, stride, dilation, [acc],
+        result, = _window_generic(xp, dtype, kernel, stride, dilation, [acc],
                                   lambda a: [arith.MaxUIOp(a[1], a[0]).result])
     return [match_type(result, ctx.out_types[0])]
 
@@ -227,15 +198,15 @@ def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
     dtype = ctx.in_types[0].dtype
     kernel, stride, pad, dilation = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
                                      ctx.attrs["dilation"])
-    xp, sizes, out_sizes = _padded_pool_input(ctx, _lowest(dtype), dilation)
-    values = _filled(out_sizes, dtype, _lowest(dtype))
-    indices = _filled(out_sizes, dt.int64, const_scalar(np.iinfo(np.int64).max, dt.int64))
+    lowest = extremum_identity(dtype, True)
+    xp, sizes, out_sizes = _padded_pool_input(ctx, const_scalar(lowest, dtype), dilation)
+    values = filled(out_sizes, dtype, lowest)
+    indices = filled(out_sizes, dt.int64, np.iinfo(np.int64).max)
     height, width = as_index(sizes[2]), as_index(sizes[3])
     i64 = ir.IntegerType.get_signless(64)
 
     def position(dim: int, window_dim: int, i: int) -> ir.Value:
-        o = linalg.IndexOp(ir.IntegerAttr.get(i64, dim)).result
-        k = linalg.IndexOp(ir.IntegerAttr.get(i64, window_dim)).result
+        o, k = loop_index(dim), loop_index(window_dim)
         at = arith.AddIOp(arith.MulIOp(o, index_const(stride[i])).result,
                           arith.MulIOp(k, index_const(dilation[i])).result).result
         return arith.SubIOp(at, index_const(pad[i])).result
@@ -250,24 +221,11 @@ def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
                                   arith.CmpIOp(_I.slt, at, extent).result).result
             inside = arith.AndIOp(inside, within).result
         flat = arith.IndexCastOp(i64, arith.AddIOp(arith.MulIOp(ih, width).result, iw).result).result
-        earlier = arith.CmpIOp(_I.slt, flat, best_at).result
-        # Order-independent choice, so the reduction may be split: NaN beats numbers, a
-        # larger value wins, and ties go to the earlier position (the first maximum).
-        if dtype.is_floating_point:
-            v_nan = arith.CmpFOp(_F.UNO, v, v).result
-            best_num = arith.CmpFOp(_F.ORD, best, best).result
-            tie = arith.AndIOp(arith.CmpFOp(_F.OEQ, v, best).result, earlier).result
-            better = arith.OrIOp(arith.CmpFOp(_F.OGT, v, best).result, tie).result
-            take = arith.SelectOp(v_nan, arith.OrIOp(best_num, earlier).result,
-                                  arith.AndIOp(best_num, better).result).result
-        else:
-            gt = _I.sgt if dtype.is_signed else _I.ugt
-            take = arith.OrIOp(arith.CmpIOp(gt, v, best).result,
-                               arith.AndIOp(arith.CmpIOp(_I.eq, v, best).result, earlier).result).result
-        take = arith.AndIOp(take, inside).result
+        # An order-independent choice, so the reduction may be split (the first maximum).
+        take = arith.AndIOp(beats(v, flat, best, best_at, dtype, True), inside).result
         return [arith.SelectOp(take, v, best).result, arith.SelectOp(take, flat, best_at).result]
 
-    result, where = _window_generic(xp, kernel, stride, dilation, [values, indices], body)
+    result, where = _window_generic(xp, dtype, kernel, stride, dilation, [values, indices], body)
     return [match_type(result, ctx.out_types[0]), match_type(where, ctx.out_types[1])]
 
 
@@ -277,20 +235,19 @@ def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
 def _avg_pool2d(ctx: LowerCtx) -> list[ir.Value]:
     out = ctx.out_types[0]
     dtype = out.dtype
-    acc_dtype = compute_dtype(dtype)
-    elem = elem_type(dtype)
+    acc_dtype = dtype.computes_in
     kernel, stride, pad = ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"]
     override, include_pad = ctx.attrs["divisor_override"], ctx.attrs["count_include_pad"]
     xp, sizes, out_sizes = _padded_pool_input(ctx, const_scalar(0, dtype))
-    window = tensor.EmptyOp(list(kernel), elem).result
-    sums = linalg.pooling_nchw_sum(xp, window, outs=[zeros(out_sizes, acc_dtype)], strides=list(stride),
+    window = empty(list(kernel), dtype)
+    sums = linalg.pooling_nchw_sum(xp, window, outs=[filled(out_sizes, acc_dtype, 0)], strides=list(stride),
                                    dilations=[1, 1])
     i64 = ir.IntegerType.get_signless(64)
     extents = [as_index(s) for s in sizes[2:]]
 
     def count(dim: int, i: int) -> ir.Value:
         """The number of elements the window at output position ``dim`` divides by."""
-        o = linalg.IndexOp(ir.IntegerAttr.get(i64, dim)).result
+        o = loop_index(dim)
         start = arith.SubIOp(arith.MulIOp(o, index_const(stride[i])).result, index_const(pad[i])).result
         limit = arith.AddIOp(extents[i], index_const(pad[i])).result
         end = arith.MinSIOp(arith.AddIOp(start, index_const(kernel[i])).result, limit).result
@@ -299,23 +256,19 @@ def _avg_pool2d(ctx: LowerCtx) -> list[ir.Value]:
             end = arith.MinSIOp(end, extents[i]).result
         return arith.SubIOp(end, start).result
 
-    ident = ir.AffineMapAttr.get(ir.AffineMap.get_identity(4))
-    init = tensor.EmptyOp(out_sizes, elem).result
-    op = linalg.GenericOp([tensor_of(out_sizes, elem)], [sums], [init], ir.ArrayAttr.get([ident, ident]),
-                          ir.ArrayAttr.get(parallel_iterators(4)))
-    block = op.regions[0].blocks.append(elem_type(acc_dtype), elem)
-    with ir.InsertionPoint(block):
+    def mean(args: list[ir.Value]) -> ir.Value:
         if override is not None:
             divisor = const_scalar(override, dt.int64)
         else:
             divisor = arith.IndexCastOp(i64, arith.MulIOp(count(2, 0), count(3, 1)).result).result
-        total = block.arguments[0]
+        total = args[0]
         if acc_dtype.is_floating_point:
-            mean = arith.DivFOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
+            value = arith.DivFOp(total, cast_scalar(divisor, dt.int64, acc_dtype)).result
         else:
-            mean = int_div(total, cast_scalar(divisor, dt.int64, acc_dtype), acc_dtype)
-        linalg.YieldOp([cast_scalar(mean, acc_dtype, dtype)])
-    return [match_type(op.result, out)]
+            value = int_div(total, cast_scalar(divisor, dt.int64, acc_dtype), acc_dtype)
+        return cast_scalar(value, acc_dtype, dtype)
+
+    return [match_type(parallel(empty(out_sizes, dtype), [(sums, identity_map(4))], mean), out)]
 
 
 def _crop(value: ir.Value, sizes: list[Size], low: Sequence[int], high: Sequence[int],
@@ -326,11 +279,8 @@ def _crop(value: ir.Value, sizes: list[Size], low: Sequence[int], high: Sequence
     if not any(cut_lo) and not any(cut_hi):
         return value, sizes
     new = [s if not (a or b) else index_add(s, -(a + b)) for s, a, b in zip(sizes, cut_lo, cut_hi)]
-    dyn = ir.ShapedType.get_dynamic_size()
-    static_sizes = [s if isinstance(s, int) else dyn for s in new]
-    dynamic = [s for s in new if not isinstance(s, int)]
-    op = tensor.ExtractSliceOp(tensor_of(new, elem), value, [], dynamic, [], cut_lo, static_sizes,
-                               [1] * len(sizes))
+    dynamic, static = split_sizes(new)
+    op = tensor.ExtractSliceOp(tensor_type(new, elem), value, [], dynamic, [], cut_lo, static, [1] * len(sizes))
     return op.result, new
 
 
@@ -375,19 +325,14 @@ def _pad(ctx: LowerCtx) -> list[ir.Value]:
         padded, _ = _pad_constant(cropped, sizes, grow_lo, grow_hi, const_scalar(value, tx.dtype), elem)
         return [match_type(padded, out)]
     out_sizes = [index_add(s, lo + hi) if lo + hi else s for s, lo, hi in zip(sizes, low, high)]
-    init = tensor.EmptyOp(out_sizes, elem).result
-    rank = tx.rank
-    op = linalg.GenericOp([tensor_of(out_sizes, elem)], [], [init],
-                          ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(rank))]),
-                          ir.ArrayAttr.get(parallel_iterators(rank)))
-    block = op.regions[0].blocks.append(elem)
-    i64 = ir.IntegerType.get_signless(64)
-    with ir.InsertionPoint(block):
+
+    def read(_: list[ir.Value]) -> ir.Value:
         at = []
-        for d in range(rank):
-            i = linalg.IndexOp(ir.IntegerAttr.get(i64, d)).result
+        for d in range(tx.rank):
+            i = loop_index(d)
             if low[d] or high[d]:
                 i = _source_index(i, sizes[d], low[d], high[d], mode)
             at.append(i)
-        linalg.YieldOp([tensor.ExtractOp(x, at).result])
-    return [match_type(op.result, out)]
+        return tensor.ExtractOp(x, at).result
+
+    return [match_type(parallel(empty(out_sizes, tx.dtype), [], read), out)]

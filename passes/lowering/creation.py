@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import Any
 
-from ...dialects.ir import arith, ir, linalg, math, tensor
+import numpy as np
+
+from ...dialects.ir import arith, ir, linalg, math
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp import mlir as M
 from ...dialects.tp import symbolic as sym
 from . import LowerCtx, lowers
+from ._builder import cast_scalar, const_scalar, elem_type, empty, loop_index, parallel, ranked, size_scalar
 from ._target import target
-from ._builder import cast_scalar, const_scalar, elem_type, empty_like_type, ranked
 
 
 @lowers("tp.constant", summary="`arith.constant` with a dense elements attribute")
@@ -32,45 +32,36 @@ def _full(ctx: LowerCtx) -> list[ir.Value]:
     out = ctx.out_types[0]
     value = ctx.attrs["value"]
     if sym.is_symbolic(value):  # a size computed at run time
-        scalar = cast_scalar(arith.IndexCastOp(ir.IntegerType.get_signless(64), ctx.size(value)).result,
-                             dt.int64, out.dtype)
+        scalar = size_scalar(ctx.size(value), out.dtype)
     else:
         if out.dtype.is_bool:
             value = value != 0
         elif not out.dtype.is_floating_point:
             value = int(value)
         scalar = const_scalar(value, out.dtype)
-    if not out.has_static_shape:
-        init = tensor.EmptyOp([d if d is not None else _missing(ctx) for d in ctx.out_sizes(0)],
-                              elem_type(out.dtype)).result
-        return [linalg.fill(scalar, outs=[init])]
-    return [linalg.fill(scalar, outs=[empty_like_type(out)])]
+    return [linalg.fill(scalar, outs=[empty(_out_sizes(ctx), out.dtype)])]
 
 
-def _missing(ctx: LowerCtx) -> Any:
-    raise ValueError(f"{ctx.op.name}: a result size is known only at run time and has no expression")
+def _out_sizes(ctx: LowerCtx) -> list[Any]:
+    """The sizes of the result: static, or computed from their symbolic expressions."""
+    sizes = ctx.out_sizes(0)
+    if any(d is None for d in sizes):
+        raise ValueError(f"{ctx.op.name}: a result size is known only at run time and has no expression")
+    return sizes
 
 
 @lowers("tp.arange", summary="`linalg.generic` over `linalg.index`: start + i * step")
 def _arange(ctx: LowerCtx) -> list[ir.Value]:
     out = ctx.out_types[0]
     start, step = ctx.attrs["start"], ctx.attrs["step"]
-    if out.has_static_shape:
-        init = empty_like_type(out)
-    else:
-        (n,) = ctx.out_sizes(0)
-        init = tensor.EmptyOp([n if n is not None else _missing(ctx)], elem_type(out.dtype)).result
+    init = empty(_out_sizes(ctx), out.dtype)
     # symbolic start/step (sizes): int64 values computed before the loop
     i64t = ir.IntegerType.get_signless(64)
     start_v = arith.IndexCastOp(i64t, ctx.size(start)).result if sym.is_symbolic(start) else None
     step_v = arith.IndexCastOp(i64t, ctx.size(step)).result if sym.is_symbolic(step) else None
-    maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get_identity(1))])
-    iters = ir.ArrayAttr.get([ir.Attribute.parse("#linalg.iterator_type<parallel>")])
-    op = linalg.GenericOp([ranked(out)], [], [init], maps, iters)
-    block = op.regions[0].blocks.append(elem_type(out.dtype))
-    with ir.InsertionPoint(block):
-        i = linalg.IndexOp(ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)).result
-        i64 = arith.IndexCastOp(ir.IntegerType.get_signless(64), i).result
+
+    def body(_: list[ir.Value]) -> ir.Value:
+        i64 = arith.IndexCastOp(i64t, loop_index(0)).result
         if out.dtype.is_floating_point:
             # computed in float64 like the reference, then rounded once; in float32 (one
             # fused multiply-add) on a target without float64
@@ -86,5 +77,6 @@ def _arange(ctx: LowerCtx) -> list[ir.Value]:
             b = step_v if step_v is not None else const_scalar(int(step), dt.int64)
             v = arith.AddIOp(a, arith.MulIOp(i64, b).result).result
             value = cast_scalar(v, dt.int64, out.dtype)
-        linalg.YieldOp([value])
-    return [op.result]
+        return value
+
+    return [parallel(init, [], body)]

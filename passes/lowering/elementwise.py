@@ -1,6 +1,7 @@
 """Lowerings of the elementwise family: one broadcasting ``linalg.generic`` per op whose
-body converts operands to the compute dtype (float32 for half types), applies the scalar
-arith/math computation, and converts to the result dtype. Broadcasts are indexing maps,
+body converts operands to the dtype the op computes in (its common dtype's
+``DType.computes_in``: float32 for half types), applies the scalar arith/math computation,
+and converts to the result dtype. Broadcasts are indexing maps,
 never materialized, so IREE fuses chains of these into one dispatch."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from ...dialects.tp import dtypes as dt
 from . import LowerCtx, lowers
 from ._target import target
 from . import _mathlib as ml
-from ._builder import cast_scalar, compute_dtype, const_scalar, elementwise, int_div, int_divrem, int_rem
+from ._builder import (arith_op, cast_scalar, const_scalar, elementwise, int_div, int_divrem, int_rem, scalar_add,
+                       scalar_extremum, scalar_mul)
 
 Scalar = Callable[[list[ir.Value], dt.DType, dict[str, Any]], ir.Value]
 
@@ -27,15 +29,7 @@ def _float(d: dt.DType) -> bool:
 
 
 def _binary(fop, iop, bop=None) -> Scalar:
-    def fn(args, d, attrs):
-        a, b = args
-        if _float(d):
-            return fop(a, b).result
-        if d.is_bool and bop is not None:
-            return bop(a, b).result
-        return iop(a, b).result
-
-    return fn
+    return lambda args, d, attrs: arith_op(d, fop, iop, bop)(*args).result
 
 
 def _cmp(fpred, spred, upred) -> Scalar:
@@ -131,16 +125,9 @@ def _pow(args, d, attrs):
     return result
 
 
-def _minmax(is_max):
-    def fn(args, d, attrs):
-        a, b = args
-        if _float(d):
-            return (arith.MaximumFOp if is_max else arith.MinimumFOp)(a, b).result
-        if d.is_bool or not d.is_signed:
-            return (arith.MaxUIOp if is_max else arith.MinUIOp)(a, b).result
-        return (arith.MaxSIOp if is_max else arith.MinSIOp)(a, b).result
-
-    return fn
+def _shared(scalar: Callable[..., ir.Value], *extra: Any) -> Scalar:
+    """A binary scalar function of the builders (``scalar(a, b, dtype, *extra)``) as a table entry."""
+    return lambda args, d, attrs: scalar(*args, d, *extra)
 
 
 def _unary_math(op) -> Scalar:
@@ -279,13 +266,13 @@ def _clamp(args, d, attrs):
 
 
 # name -> (scalar computation, how operands/results are typed)
-#   "work":    operands converted to the compute dtype, result in it
-#   "pred":    operands converted to the compute dtype, result bool
+#   "work":    operands converted to the dtype the op computes in, result in it
+#   "pred":    operands converted to the dtype the op computes in, result bool
 #   "logical": operands converted to bool, result bool
 _TABLE: dict[str, tuple[Scalar, str]] = {
-    "tp.add": (_binary(arith.AddFOp, arith.AddIOp, arith.OrIOp), "work"),
+    "tp.add": (_shared(scalar_add), "work"),
     "tp.sub": (_binary(arith.SubFOp, arith.SubIOp), "work"),
-    "tp.mul": (_binary(arith.MulFOp, arith.MulIOp, arith.AndIOp), "work"),
+    "tp.mul": (_shared(scalar_mul), "work"),
     "tp.div": (lambda args, d, attrs: arith.DivFOp(*args).result if _float(d) else int_div(*args, d), "work"),
     "tp.floor_div": (_floor_div, "work"),
     "tp.trunc_div": (_trunc_div, "work"),
@@ -293,8 +280,8 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.fmod": (_libm_free(lambda args, d, attrs: arith.RemFOp(*args).result if _float(d) else int_rem(*args, d),
                            f64=ml.fmod_f64), "work"),
     "tp.pow": (_pow, "work"),
-    "tp.maximum": (_minmax(True), "work"),
-    "tp.minimum": (_minmax(False), "work"),
+    "tp.maximum": (_shared(scalar_extremum, True), "work"),
+    "tp.minimum": (_shared(scalar_extremum, False), "work"),
     "tp.atan2": (_libm_free(_binary(math.Atan2Op, None), f64=ml.atan2_f64), "work"),
     "tp.bitwise_and": (_binary(None, arith.AndIOp, arith.AndIOp), "work"),
     "tp.bitwise_or": (_binary(None, arith.OrIOp, arith.OrIOp), "work"),
@@ -351,8 +338,7 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
 def _lower_table_op(ctx: LowerCtx) -> list[ir.Value]:
     scalar, mode = _TABLE[ctx.op.name]
     inputs = ctx.inputs()
-    promoted = ctx.opdef.compute_dtype(ctx.in_types)
-    work = compute_dtype(promoted)
+    work = ctx.opdef.compute_dtype(ctx.in_types).computes_in
     out = ctx.out_types[0]
 
     def body(args: list[ir.Value]) -> ir.Value:
@@ -372,7 +358,7 @@ lowers(*_TABLE, summary="`linalg.generic` (parallel; broadcasts as indexing maps
 @lowers("tp.where", summary="`linalg.generic` with `arith.select`")
 def _where(ctx: LowerCtx) -> list[ir.Value]:
     inputs = ctx.inputs()
-    work = compute_dtype(ctx.opdef.compute_dtype(ctx.in_types))
+    work = ctx.opdef.compute_dtype(ctx.in_types).computes_in
     out = ctx.out_types[0]
 
     def body(args):
