@@ -338,7 +338,7 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
 def _lower_table_op(ctx: LowerCtx) -> list[ir.Value]:
     scalar, mode = _TABLE[ctx.op.name]
     inputs = ctx.inputs()
-    work = ctx.opdef.compute_dtype(ctx.in_types).computes_in
+    work = ctx.opdef.common_dtype(ctx.in_types).computes_in
     out = ctx.out_types[0]
 
     def body(args: list[ir.Value]) -> ir.Value:
@@ -358,7 +358,7 @@ lowers(*_TABLE, summary="`linalg.generic` (parallel; broadcasts as indexing maps
 @lowers("tp.where", summary="`linalg.generic` with `arith.select`")
 def _where(ctx: LowerCtx) -> list[ir.Value]:
     inputs = ctx.inputs()
-    work = ctx.opdef.compute_dtype(ctx.in_types).computes_in
+    work = ctx.opdef.common_dtype(ctx.in_types).computes_in
     out = ctx.out_types[0]
 
     def body(args):

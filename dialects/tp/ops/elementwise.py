@@ -61,7 +61,11 @@ class Elementwise(Op):
     allow_int: ClassVar[bool] = True
     allow_float: ClassVar[bool] = True
 
-    def compute_dtype(self, types: list[TensorType | None]) -> dt.DType:
+    def common_dtype(self, types: list[TensorType | None]) -> dt.DType:
+        """The dtype the operands are converted to (PyTorch's common dtype): the promoted
+        operand dtype, or the default float dtype for ``result_kind == "float"`` ops over
+        integers and bool. It is the result dtype of all but the comparisons; arithmetic on
+        it runs in its :attr:`~tensorplay.dialects.tp.dtypes.DType.computes_in`."""
         promoted = promote_operands(types)
         if self.result_kind == "float" and not promoted.is_floating_point:
             return dt.get_default_dtype()
@@ -77,13 +81,13 @@ class Elementwise(Op):
         shape = broadcast_shapes(self.name, *[t.shape for t in types if t is not None])
         promoted = promote_operands(types)
         self.check_dtype(promoted)
-        cdt = self.compute_dtype(types)
-        out = dt.bool_ if self.result_kind == "bool" else cdt
+        common = self.common_dtype(types)
+        out = dt.bool_ if self.result_kind == "bool" else common
         return (TensorType(shape, out),)
 
     def reference(self, arrays, attrs):
-        cdt = self.compute_dtype([None if a is None else type_of_array(a) for a in arrays])
-        return self.compute(*[None if a is None else upcast(a, cdt) for a in arrays], **attrs)
+        common = self.common_dtype([None if a is None else type_of_array(a) for a in arrays])
+        return self.compute(*[None if a is None else upcast(a, common) for a in arrays], **attrs)
 
     def compute(self, *arrays: np.ndarray, **attrs: Any) -> np.ndarray:
         raise NotImplementedError
@@ -630,7 +634,7 @@ class Where(Elementwise):
     name = "tp.where"
     operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
 
-    def compute_dtype(self, types):
+    def common_dtype(self, types):
         return promote_operands(list(types[1:]))
 
     def infer(self, types, attrs):
@@ -638,12 +642,12 @@ class Where(Elementwise):
         if not cond.dtype.is_bool:
             raise self.error(DTypeError, f"condition must be a bool tensor, got {cond.dtype.name}")
         shape = broadcast_shapes(self.name, *[t.shape for t in types])
-        return (TensorType(shape, self.compute_dtype(types)),)
+        return (TensorType(shape, self.common_dtype(types)),)
 
     def reference(self, arrays, attrs):
         cond, a, b = arrays
-        cdt = self.compute_dtype([type_of_array(x) for x in arrays])
-        return np.where(cond, upcast(a, cdt), upcast(b, cdt))
+        common = self.common_dtype([type_of_array(x) for x in arrays])
+        return np.where(cond, upcast(a, common), upcast(b, common))
 
 
 @register
