@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.compiler.backends.iree import (LOWERING_PIPELINE_SPIRV, TARGETS, _widen_io, _with_casts,
-                                               compile_mlir, get_iree_backend)
+from tensorplay.compiler.backends.iree import TARGETS, compile_mlir, get_iree_backend, lowering_pipeline
+from tensorplay.compiler.backends.widening import widen_io, with_casts
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.passes import run_pipeline
@@ -22,7 +22,10 @@ from tests.test_lowering import CALLS, LOWERED_TOLERANCE, _graph
 
 pytest.importorskip("iree.runtime")
 
-VULKAN_DTYPES = set(TARGETS["iree-vulkan"].dtypes)
+VULKAN = TARGETS["iree-vulkan"]
+VULKAN_DTYPES = set(VULKAN.dtypes)
+#: the SPIR-V lowering: tp-to-linalg with Vulkan's convert-tp-to-linalg options
+LOWERING_PIPELINE_SPIRV = lowering_pipeline(VULKAN)
 
 
 def _pairs():
@@ -46,7 +49,7 @@ CHUNKS = [PAIRS[i:i + MODULE_SIZE] for i in range(0, len(PAIRS), MODULE_SIZE)]
 
 
 def _compile(calls, backend: str):
-    prepared = [_widen_io(_graph(i, c)) for i, c in enumerate(calls)]
+    prepared = [widen_io(_graph(i, c), VULKAN.io_widening) for i, c in enumerate(calls)]
     module = M.emit([p.graph for p in prepared])
     run_pipeline(module, LOWERING_PIPELINE_SPIRV)
     be = get_iree_backend(backend)
@@ -58,7 +61,7 @@ def _check(calls, prepared, program) -> list[str]:
     failures = []
     for i, (c, p) in enumerate(zip(calls, prepared)):
         where = f"{c.op.name} {[None if x is None else str(x) for x in c.types]} {c.attrs}"
-        run = _with_casts(program.function(f"f{i}", [v.type.dtype.np_dtype for v in p.graph.outputs]), p)
+        run = with_casts(program.function(f"f{i}", [v.type.dtype.np_dtype for v in p.graph.outputs]), p)
         results = run(*[a for a in c.operands if a is not None])
         expected = c.op.evaluate(c.operands, c.attrs, c.result_types)
         for r, e, t in zip(results, expected, c.result_types):
@@ -79,6 +82,12 @@ def _vulkan():
     caps = tp.compiler.get_backend_capabilities("iree-vulkan")
     if not caps.available:
         pytest.skip(f"iree-vulkan unavailable here: {caps.reason}")
+
+
+def test_the_spirv_pipeline_is_the_registered_one_with_vulkans_lowering_options():
+    assert LOWERING_PIPELINE_SPIRV == ("tp-optimize,convert-tp-to-linalg{float64=false int64-division=false "
+                                       "fuse-outer-reductions=false},canonicalize,cse")
+    assert lowering_pipeline(TARGETS["iree-cpu"]) == "tp-to-linalg"
 
 
 def test_the_sample_covers_every_lowered_op():

@@ -12,13 +12,14 @@ the signature the runtime checks calls against.
 from __future__ import annotations
 
 import json
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..compiler.backends.targets import TARGETS
+from ..compiler.backends.widening import Widened
 from ..runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, TensorSpec
 from ._capture import TracedEntry, Weight
 
@@ -28,32 +29,21 @@ __all__ = ["Assembled", "assemble", "compile_module", "export_defaults", "unique
 ELIDE_ABOVE = 16
 
 #: backends export compiles for (the built-in IREE ones)
-EXPORT_BACKENDS = ("iree-cpu", "iree-vulkan", "iree-cuda", "iree-rocm", "iree-vmvx")
+EXPORT_BACKENDS = tuple(TARGETS)
 
 
 def export_defaults(backend: str) -> dict[str, Any]:
     """Target options export uses unless given: code that runs on any machine of the kind,
-    rather than on this machine's exact CPU or GPU (compile()'s choice)."""
-    if backend == "iree-cpu":
-        # x86-64-v2 (SSE4.2, POPCNT) runs on every x86-64 CPU of the last 15 years; the plain
-        # x86-64 baseline lacks SSE4.1's rounding, so trunc/floor/round would need libm calls
-        # IREE's llvm-cpu cannot link. Other architectures get LLVM's generic CPU.
-        machine = platform.machine().lower()
-        return {"target_cpu": "x86-64-v2" if machine in ("x86_64", "amd64") else "generic"}
-    if backend == "iree-cuda":
-        return {"cuda_target": "sm_80"}  # PTX the driver JIT-compiles for newer GPUs
-    if backend == "iree-rocm":
-        return {"rocm_target": "gfx942"}
-    return {}  # vulkan: IREE's portable SPIR-V baseline; vmvx: portable bytecode
+    rather than on this machine's exact CPU or GPU (compile()'s choice); the backend's
+    record says which (x86-64-v2 CPUs, sm_80, gfx942; Vulkan's portable SPIR-V baseline and
+    VMVX bytecode need none)."""
+    return TARGETS[backend].export_options()
 
 
 def target_description(backend: str, options: Mapping[str, Any]) -> str:
-    from ..compiler.backends.iree import TARGETS
-
-    target = TARGETS[backend].target
-    detail = {"llvm-cpu": options.get("target_cpu"), "cuda": options.get("cuda_target"),
-              "rocm": options.get("rocm_target"), "vulkan-spirv": options.get("vulkan_target")}.get(target)
-    return f"{target} {detail}" if detail else target
+    t = TARGETS[backend]
+    detail = options.get(t.target_option) if t.target_option is not None else None
+    return f"{t.target} {detail}" if detail else t.target
 
 
 @dataclass
@@ -131,7 +121,7 @@ def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
     return out
 
 
-def _lower(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Any],
+def _lower(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Widened],
            backend: str) -> tuple[str, str, dict[str, tuple[list[str], list[str]]]]:
     """Emit and lower the entry graphs; the implementations become private. Returns the
     module text with and without locations, and each function's (argument, result) types."""
@@ -156,7 +146,7 @@ def _lower(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Any],
     return M.print_module(module, debuginfo=True), M.print_module(module), types
 
 
-def _global_types(entries: Sequence[TracedEntry], prepared: Sequence[Any],
+def _global_types(entries: Sequence[TracedEntry], prepared: Sequence[Widened],
                   types: dict[str, tuple[list[str], list[str]]]) -> tuple[dict[int, str], dict[int, np.ndarray]]:
     """Each weight's MLIR type (as the lowered functions take it) and its array in that form
     (converted where the target widens small types)."""
@@ -177,7 +167,7 @@ def _dtype_name(d: np.dtype) -> str:
     return "bool" if d == np.bool_ else d.name
 
 
-def _signature(e: TracedEntry, p: Any) -> EntrySignature:
+def _signature(e: TracedEntry, p: Widened) -> EntrySignature:
     inputs = []
     for i, spec in enumerate(e.inputs):
         cast = p.input_casts[i] if p.input_casts else None
@@ -236,15 +226,7 @@ def _insert(module_text: str, added: str) -> str:
 
 def compile_module(assembled: Assembled, name: str) -> bytes:
     """The vmfb of an assembled module (through the artifact cache)."""
-    from ..compiler.backends import cache
-    from ..compiler.backends.iree import TARGETS, compile_mlir
+    from ..compiler.backends.iree import compile_cached
 
-    text, flags, backend = assembled.text, assembled.flags, assembled.backend
-    target = TARGETS[backend].target
-    key = cache.cache_key(mlir=text, backend=f"export:{backend}", flags=flags,
-                          target=cache.host_target() if target == "llvm-cpu" else target)
-
-    def build() -> bytes:
-        return compile_mlir(text, flags, backend=backend, name=name, what="export")
-
-    return cache.get_or_compile(key, build, what=f"export {name!r} for {backend}")
+    text = assembled.text
+    return compile_cached(text, lambda: text, assembled.flags, backend=assembled.backend, name=name, what="export")

@@ -18,7 +18,7 @@ import pytest
 import tensorplay as tp
 import tensorplay.compiler as tpc
 from tensorplay import runtime
-from tensorplay.compiler.backends import BackendCompileError, BackendUnavailable, cache, iree
+from tensorplay.compiler.backends import BackendCompileError, BackendUnavailable, cache, iree, probe
 from tensorplay.compiler.backends.eager import interpret
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.dialects.tp.types import TensorType as T
@@ -152,11 +152,11 @@ def test_cpu_driver_is_chosen_by_work_and_cores(monkeypatch):
     big = Graph("big")
     p = big.add_input(T((512, 512), tp.float32))
     big.set_outputs([big.add1("tp.matmul", [p, p])])
-    monkeypatch.setattr(iree, "usable_cpus", lambda: 16)
+    monkeypatch.setattr(probe, "usable_cpus", lambda: 16)
     assert iree.choose_cpu_driver(small) == "local-sync"
     assert iree.choose_cpu_driver(big) == "local-task"
     assert iree.choose_cpu_driver(big, "local-sync") == "local-sync"
-    monkeypatch.setattr(iree, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(probe, "usable_cpus", lambda: 2)
     assert iree.choose_cpu_driver(big) == "local-sync"
 
 

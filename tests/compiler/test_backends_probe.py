@@ -12,7 +12,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler import backends
-from tensorplay.compiler.backends import iree as iree_backend
+from tensorplay.compiler.backends import probe
 from tensorplay.runtime import program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ from tests.no_vulkan_loader import LOADER_ERROR  # noqa: E402
 
 
 def _forget_probes():
-    iree_backend._probed.clear()
+    probe._probed.clear()
     for entry in backends._registry.values():
         entry._caps = None
 

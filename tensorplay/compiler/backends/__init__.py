@@ -20,6 +20,7 @@ from .._logging import get_logger
 from ..errors import InvalidBackend
 from .base import BackendCapabilities, BackendCompileError, BackendUnavailable
 from .modes import list_mode_options, resolve_options
+from .targets import TARGETS
 
 __all__ = ["register_backend", "register_debug_backend", "register_experimental_backend", "unregister_backend",
            "lookup_backend", "list_backends", "get_backend_capabilities", "set_default_backend",
@@ -117,12 +118,12 @@ def _as_capabilities(name: str, declared: Any) -> BackendCapabilities:
 # --- built-ins -------------------------------------------------------------------------------
 
 def _builtin_caps(name: str) -> Callable[[], BackendCapabilities]:
-    def probe() -> BackendCapabilities:
-        from . import iree
+    def probed() -> BackendCapabilities:
+        from . import probe
 
-        return iree.capabilities(name)
+        return probe.capabilities(name)
 
-    return probe
+    return probed
 
 
 def _eager_caps() -> BackendCapabilities:
@@ -131,12 +132,16 @@ def _eager_caps() -> BackendCapabilities:
     return CAPABILITIES
 
 
-for _name, _attr, _tags_of in (("iree-cpu", "cpu", ()), ("iree-vulkan", "vulkan", ()), ("iree-cuda", "cuda", ()),
-                               ("iree-rocm", "rocm", ("experimental",)), ("iree-vmvx", "vmvx", ("debug",))):
-    _registry[_name] = _Entry(_name, None, _tags_of, _builtin_caps(_name),
-                              f"{__name__}.iree:{_attr}", "builtin")
-_registry["eager"] = _Entry("eager", None, ("debug",), _eager_caps, f"{__name__}.eager:eager_backend", "builtin")
-del _name, _attr, _tags_of
+def _register_builtins() -> None:
+    """The IREE backends from their target records (each the ``iree`` module's attribute of
+    its name without ``iree-``), then ``eager``; each imported on first use."""
+    for t in TARGETS.values():
+        _registry[t.name] = _Entry(t.name, None, t.tags, _builtin_caps(t.name),
+                                   f"{__name__}.iree:{t.name.removeprefix('iree-')}", "builtin")
+    _registry["eager"] = _Entry("eager", None, ("debug",), _eager_caps, f"{__name__}.eager:eager_backend", "builtin")
+
+
+_register_builtins()
 
 
 # --- entry points ----------------------------------------------------------------------------

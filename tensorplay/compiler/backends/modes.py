@@ -7,12 +7,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .targets import TARGETS, target_of
+
 __all__ = ["OPTIONS", "MODES", "Option", "list_mode_options", "resolve_options", "validate_options",
            "compile_flags"]
 
 OPT_LEVELS = ("O0", "O1", "O2", "O3")
 UKERNELS = ("default", "none", "all", "mmt4d", "pack", "unpack")
-CPU_DRIVERS = ("auto", "local-sync", "local-task")
+CPU_DRIVERS = ("auto", *TARGETS["iree-cpu"].driver_choices)
 
 
 @dataclass(frozen=True)
@@ -46,13 +48,22 @@ def _flag_list(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and all(isinstance(f, str) and f.startswith("--") for f in v)
 
 
+def _target_option(backend: str, expects: str, doc: str) -> Option:
+    """The option naming the device a target's code is for (its record has the name, the flag
+    and the default)."""
+    t = TARGETS[backend]
+    assert t.target_option is not None and t.target_flag is not None
+    return Option(t.target_option, _nonempty_str, expects, t.target_flag, doc.format(t.target_default))
+
+
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("opt_level", _one_of(OPT_LEVELS), "one of O0, O1, O2, O3", "--iree-opt-level",
            "IREE's global optimization level (IREE's default is O2)"),
     Option("data_tiling", _is_bool, "a bool", "--iree-opt-data-tiling",
-           "pack matmul operands into cache-friendly tiles (llvm-cpu, rocm)"),
+           f"pack matmul operands into cache-friendly tiles "
+           f"({', '.join(t.target for t in TARGETS.values() if t.data_tiling)})"),
     Option("ukernels", _ukernels, f"'default', 'none', 'all' or a comma list of {', '.join(UKERNELS[3:])}",
-           "--iree-llvmcpu-enable-ukernels / --iree-rocm-enable-ukernels",
+           " / ".join(t.ukernels_flag for t in TARGETS.values() if t.ukernels_flag),
            "use IREE's hand-written microkernels for matmul-like ops"),
     Option("aggressive_fusion", _is_bool, "a bool", "--iree-dispatch-creation-enable-aggressive-fusion",
            "fuse more producers into each dispatch (fewer, larger kernels)"),
@@ -60,14 +71,13 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "runtime: IREE driver for CPU backends",
            "local-sync runs dispatches on the calling thread (lowest call overhead), local-task on a "
            "worker pool (parallel); auto picks by the graph's work"),
-    Option("target_cpu", _nonempty_str, "an LLVM CPU name such as 'host' or 'znver4'",
-           "--iree-llvmcpu-target-cpu", "the CPU llvm-cpu code is generated for (default: host)"),
-    Option("cuda_target", _nonempty_str, "an sm_XY name", "--iree-cuda-target",
-           "the CUDA architecture (default: the device's, sm_80 PTX for sm_90/sm_100)"),
-    Option("rocm_target", _nonempty_str, "a gfx name such as 'gfx942'", "--iree-rocm-target",
-           "the AMD GPU architecture (default: gfx942)"),
-    Option("vulkan_target", _nonempty_str, "an IREE Vulkan target such as 'rdna3'", "--iree-vulkan-target",
-           "the SPIR-V environment (default: IREE's portable baseline)"),
+    _target_option("iree-cpu", "an LLVM CPU name such as 'host' or 'znver4'",
+                   "the CPU llvm-cpu code is generated for (default: {})"),
+    _target_option("iree-cuda", "an sm_XY name",
+                   "the CUDA architecture (default: the device's, {} PTX for sm_90/sm_100)"),
+    _target_option("iree-rocm", "a gfx name such as 'gfx942'", "the AMD GPU architecture (default: {})"),
+    _target_option("iree-vulkan", "an IREE Vulkan target such as 'rdna3'",
+                   "the SPIR-V environment (default: IREE's portable baseline)"),
     Option("extra_flags", _flag_list, "a list of '--iree-...' strings", "passed to iree-compile as given",
            "any further iree-compile flags"),
 )}
@@ -130,16 +140,14 @@ def resolve_options(mode: str | None, options: Mapping[str, Any] | None) -> dict
 def compile_flags(options: Mapping[str, Any], target: str) -> list[str]:
     """The iree-compile flags ``options`` select for an IREE ``target`` (options that do not
     apply to the target, such as ukernels on Vulkan, add nothing)."""
+    t = target_of(target)
     flags = []
     if "opt_level" in options:
         flags.append(f"--iree-opt-level={options['opt_level']}")
-    if "data_tiling" in options and target in ("llvm-cpu", "rocm"):
+    if "data_tiling" in options and t.data_tiling:
         flags.append(f"--iree-opt-data-tiling={'true' if options['data_tiling'] else 'false'}")
-    if "ukernels" in options:
-        if target == "llvm-cpu":
-            flags.append(f"--iree-llvmcpu-enable-ukernels={options['ukernels']}")
-        elif target == "rocm":
-            flags.append(f"--iree-rocm-enable-ukernels={options['ukernels']}")
+    if "ukernels" in options and t.ukernels_flag is not None:
+        flags.append(f"{t.ukernels_flag}={options['ukernels']}")
     if "aggressive_fusion" in options:
         flags.append("--iree-dispatch-creation-enable-aggressive-fusion="
                      f"{'true' if options['aggressive_fusion'] else 'false'}")

@@ -1,0 +1,192 @@
+"""What this machine offers the IREE backends: whether each can run here (probed once, on
+first use), the GPU's own compile target, and the CPU driver a graph runs on."""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ...dialects.tp.graph import Graph
+from .. import _logging
+from .base import BackendCapabilities, iter_nodes
+from .targets import TARGETS, IreeTarget
+
+__all__ = ["capabilities", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
+           "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
+
+#: local-task's worker pool costs 40-70 us per call more than local-sync (measured, see
+#: docs/backends.md); it is chosen only for graphs of at least this much work (see
+#: :func:`graph_work`; about 0.5 ms on one core) on machines with this many usable cores
+LOCAL_TASK_MIN_WORK = 4_000_000
+LOCAL_TASK_MIN_CPUS = 4
+
+# CUDA targets IREE 3.13 has no GPU description for ("missing GPU target", iree-org/iree#22147):
+# Hopper and data-center Blackwell get the fallback's PTX, which the driver JIT-compiles forward.
+_CUDA_TARGETS_WITHOUT_DESCRIPTION = {"sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101", "sm_101a",
+                                     "sm_103", "sm_103a"}
+
+_log = _logging.get_logger("perf")
+
+
+# --- the device's own target -----------------------------------------------------------------
+
+def _cuda_compute_capability() -> tuple[int, int] | None:
+    """The first CUDA device's (major, minor), read from the driver library; None without one."""
+    for lib in ("libcuda.so.1", "libcuda.so"):
+        try:
+            cuda = ctypes.CDLL(lib)
+            break
+        except OSError:
+            continue
+    else:
+        return None
+    major, minor, device = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
+        return None
+    # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
+    if (cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device) != 0
+            or cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0):
+        return None
+    return major.value, minor.value
+
+
+def cuda_target_for(capability: tuple[int, int] | None) -> str:
+    """The ``--iree-cuda-target`` for a compute capability (the record's default, sm_80, when
+    unknown and for the architectures IREE 3.13 cannot target yet)."""
+    fallback = TARGETS["iree-cuda"].target_default
+    assert fallback is not None
+    if capability is None:
+        return fallback
+    name = f"sm_{capability[0]}{capability[1]}"
+    return fallback if name in _CUDA_TARGETS_WITHOUT_DESCRIPTION else name
+
+
+def _rocm_device_target() -> str | None:
+    """The first AMD GPU's gfx name from the KFD topology (``gfx_target_version`` 90402 ->
+    gfx942), or None."""
+    for path in sorted(glob.glob("/sys/class/kfd/kfd/topology/nodes/*/properties")):
+        try:
+            with open(path) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "gfx_target_version" and int(value) > 0:
+                        v = int(value)
+                        return f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+# --- the CPU driver --------------------------------------------------------------------------
+
+def graph_work(graph: Graph) -> int:
+    """Scalar operations a graph performs, roughly: result elements, times the reduced size
+    for matmul and conv. Unknown (dynamic) sizes count as 64."""
+    def numel(shape: Sequence[Any]) -> int:
+        n = 1
+        for d in shape:
+            n *= int(d) if isinstance(d, (int, np.integer)) else 64
+        return n
+
+    work = 0
+    for node in iter_nodes(graph):
+        out = sum(numel(r.type.shape) for r in node.results)
+        if node.op == "tp.matmul" and node.inputs and node.inputs[0] is not None and node.inputs[0].type.rank:
+            shape = node.inputs[0].type.shape
+            out *= numel(shape[-1:])
+        elif node.op == "tp.conv2d" and len(node.inputs) > 1 and node.inputs[1] is not None:
+            out *= numel(node.inputs[1].type.shape[1:])
+        work += out
+    return work
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def choose_cpu_driver(graph: Graph, requested: str = "auto") -> str:
+    """local-sync (dispatches on the calling thread, no hand-off) unless the graph is large
+    and the machine has enough cores for local-task's worker pool to pay off."""
+    if requested != "auto":
+        return requested
+    if usable_cpus() >= LOCAL_TASK_MIN_CPUS and graph_work(graph) >= LOCAL_TASK_MIN_WORK:
+        return "local-task"
+    return "local-sync"
+
+
+# --- availability ----------------------------------------------------------------------------
+
+_probe_lock = threading.Lock()
+_probed: dict[str, BackendCapabilities] = {}
+
+
+def capabilities(name: str) -> BackendCapabilities:
+    """The capabilities of built-in backend ``name``, with availability probed once."""
+    with _probe_lock:
+        caps = _probed.get(name)
+        if caps is None:
+            caps = _probe(TARGETS[name])
+            _probed[name] = caps
+        return caps
+
+
+def _static_capabilities(t: IreeTarget) -> BackendCapabilities:
+    return BackendCapabilities(name=t.name, target=t.target, runtime_driver=" or ".join(t.driver_choices),
+                               device_kind=t.device_kind, dtypes=t.dtypes, dynamic_shapes=True, training=False,
+                               export_formats=("vmfb",), description=t.description, install_hint=t.install_hint)
+
+
+def _probe(t: IreeTarget) -> BackendCapabilities:
+    caps = _static_capabilities(t)
+    for module, package in (("iree.compiler", "iree-base-compiler"), ("iree.runtime", "iree-base-runtime")):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return replace(caps, available=False, reason=f"the Python package {package} is not installed",
+                           install_hint=f"pip install {package}==3.13.*")
+    from ...runtime import program
+
+    driver = t.driver
+    try:
+        devices = program.driver_devices(driver)
+    except program.DriverUnavailable as exc:
+        return replace(caps, available=False, reason=str(exc))
+    except Exception as exc:  # a probe reports, it never raises: any other failure is a reason too
+        return replace(caps, available=False,
+                       reason=f"IREE runtime driver {driver!r} failed to probe: {type(exc).__name__}: {exc}")
+    if not devices:
+        return replace(caps, available=False, reason=f"IREE runtime driver {driver!r} finds no device")
+    extra: dict[str, Any] = {"devices": [d.get("name") for d in devices]}
+    if t.name == "iree-cuda":
+        cc = _cuda_compute_capability()
+        extra["compute_capability"] = cc
+        extra["cuda_target"] = cuda_target_for(cc)
+        if cc is not None and extra["cuda_target"] != f"sm_{cc[0]}{cc[1]}":
+            _log.info("iree-cuda: IREE 3.13 cannot target sm_%d%d; compiling %s PTX for the driver "
+                      "to JIT forward", *cc, extra["cuda_target"])
+    elif t.name == "iree-rocm":
+        extra["rocm_target"] = _rocm_device_target() or t.target_default
+    elif t.name == "iree-vulkan":
+        extra["software_device"] = any("llvmpipe" in str(d.get("name", "")) for d in devices)
+    return replace(caps, install_hint=None, extra=extra)
+
+
+def probed_target(t: IreeTarget) -> str | None:
+    """The device target the probe read for ``t`` (None for targets that read none, and
+    without a device)."""
+    if not t.target_from_device or t.target_option is None:
+        return None
+    return capabilities(t.name).extra.get(t.target_option)

@@ -1,0 +1,154 @@
+"""One record per built-in IREE backend: what it compiles for, where its code runs, which
+dtypes it takes, how the graph is lowered and adapted for it, and what export chooses.
+
+Flags (:meth:`IreeBackend.flags <tensorplay.compiler.backends.iree.IreeBackend.flags>`,
+:func:`~tensorplay.compiler.backends.modes.compile_flags`), the lowering pipeline, the
+availability probe, the registry's built-ins and export's defaults all read these records.
+The runtime drivers are the runtime's table (``tensorplay.runtime.program.BACKEND_DRIVERS``),
+which a deployed program reads without the compiler; a record refers to it by its name.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...runtime.program import BACKEND_DRIVERS
+from .base import ALL_DTYPE_NAMES
+
+__all__ = ["IreeTarget", "TARGETS", "target_of"]
+
+
+@dataclass(frozen=True)
+class IreeTarget:
+    """How one IREE backend compiles and where it runs."""
+
+    name: str                   # the backend's name
+    target: str                 # --iree-hal-target-backends
+    device_kind: str            # "cpu" or "gpu"
+    dtypes: tuple[str, ...]
+    description: str
+    install_hint: str
+    #: registry tags ("debug", "experimental": hidden by list_backends() by default)
+    tags: tuple[str, ...] = ()
+    #: the runtime driver compile() loads on and the availability probe queries; unset: the
+    #: first of :attr:`drivers`
+    driver: str = ""
+    #: compile() picks the driver per graph: :attr:`driver`, or for graphs with enough work on
+    #: machines with enough cores the worker pool (probe.choose_cpu_driver; options["runtime_driver"])
+    driver_by_work: bool = False
+    #: the compile option naming the device code is generated for, and its iree-compile flag
+    target_option: str | None = None
+    target_flag: str | None = None
+    #: that device when neither the options nor the probed device name one (None: no flag)
+    target_default: str | None = None
+    #: the probe reads the device's own target (capabilities extra[target_option])
+    target_from_device: bool = False
+    #: export's portable device by platform.machine() ("*": any other); unset: target_default
+    portable_targets: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: --iree-opt-data-tiling applies; the flag the ukernels option maps to
+    data_tiling: bool = False
+    ukernels_flag: str | None = None
+    #: convert-tp-to-linalg options (all true by default) the target needs false, besides
+    #: float64, which follows from the dtypes
+    lowering_lacks: tuple[str, ...] = ()
+    #: dtypes that cross the compiled function's boundary as a wider one (widening.widen_io)
+    io_widening: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.driver:
+            object.__setattr__(self, "driver", self.drivers[0])
+
+    @property
+    def drivers(self) -> tuple[str, ...]:
+        """The runtime drivers that run this target's code (the first: runtime.load's default)."""
+        return BACKEND_DRIVERS[self.name]
+
+    @property
+    def driver_choices(self) -> tuple[str, ...]:
+        """:attr:`driver` first, then the other drivers compile() may pick."""
+        return tuple(dict.fromkeys((self.driver, *self.drivers))) if self.driver_by_work else (self.driver,)
+
+    @property
+    def has_float64(self) -> bool:
+        """Whether the target computes in float64 (lowerings avoid float64 intermediates where not)."""
+        return "float64" in self.dtypes
+
+    @property
+    def lowering_options(self) -> dict[str, bool]:
+        """The convert-tp-to-linalg options this target lowers with (only those set false)."""
+        lacks = (() if self.has_float64 else ("float64",)) + self.lowering_lacks
+        return {name: False for name in lacks}
+
+    def export_options(self, machine: str | None = None) -> dict[str, Any]:
+        """The target option export uses unless given: code for any device of the kind rather
+        than for this machine's exact CPU or GPU (compile()'s choice)."""
+        if self.target_option is None:
+            return {}
+        machine = (platform.machine() if machine is None else machine).lower()
+        value = self.portable_targets.get(machine, self.portable_targets.get("*", self.target_default))
+        return {} if value is None else {self.target_option: value}
+
+
+# IREE's default Vulkan target (32-bit storage and compute) miscompiles float16 and cannot
+# express float64; measured on lavapipe, see docs/backends.md.
+_VULKAN_DTYPES = tuple(d for d in ALL_DTYPE_NAMES if d not in ("float16", "float64"))
+
+# VMVX has no f16 arithmetic: IREE 3.13 fails to legalize arith.extf from f16.
+_VMVX_DTYPES = tuple(d for d in ALL_DTYPE_NAMES if d != "float16")
+
+_PIP_HINT = "pip install iree-base-compiler==3.13.* iree-base-runtime==3.13.*"
+
+TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
+    IreeTarget("iree-cpu", "llvm-cpu", "cpu", ALL_DTYPE_NAMES,
+               "IREE llvm-cpu code for this machine's CPU (target-cpu=host)", _PIP_HINT,
+               driver="local-sync", driver_by_work=True,
+               target_option="target_cpu", target_flag="--iree-llvmcpu-target-cpu", target_default="host",
+               # x86-64-v2 (SSE4.2, POPCNT) runs on every x86-64 CPU of the last 15 years; the plain
+               # x86-64 baseline lacks SSE4.1's rounding, so trunc/floor/round would need libm calls
+               # IREE's llvm-cpu cannot link. Other architectures get LLVM's generic CPU.
+               portable_targets={"x86_64": "x86-64-v2", "amd64": "x86-64-v2", "*": "generic"},
+               data_tiling=True, ukernels_flag="--iree-llvmcpu-enable-ukernels"),
+    IreeTarget("iree-vulkan", "vulkan-spirv", "gpu", _VULKAN_DTYPES,
+               "IREE SPIR-V code run by a Vulkan driver (lavapipe: Mesa's software device)",
+               "install the Vulkan loader and a driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers, "
+               "which brings libvulkan1 and the lavapipe software device; or your GPU vendor's driver)",
+               # no default: IREE's portable SPIR-V baseline
+               target_option="vulkan_target", target_flag="--iree-vulkan-target",
+               # IREE 3.13's SPIR-V backend emulates i64 add, mul and shifts but not division, and
+               # computes an outer-dim reduction fused with its consumers wrongly (docs/backends.md)
+               lowering_lacks=("int64-division", "fuse-outer-reductions"),
+               # sub-32-bit tensors live in 32-bit words; one crossing the function boundary loses
+               # its tail when its byte size is not a multiple of 4 (the partial last word is out of
+               # the buffer's range; seen on lavapipe), so they travel as 32-bit values
+               io_widening={"bool": "int32", "uint8": "int32", "int8": "int32", "int16": "int32",
+                            "bfloat16": "float32"}),
+    IreeTarget("iree-cuda", "cuda", "gpu", ALL_DTYPE_NAMES,
+               "IREE CUDA (PTX) code for the NVIDIA GPU's compute capability",
+               "needs an NVIDIA GPU with its driver (libcuda.so); without one, "
+               "tensorplay.compiler.backends.iree.compile_to_vmfb(graph, backend='iree-cuda') still "
+               "builds the vmfb",
+               # sm_80 PTX also runs where IREE has no GPU description (the driver JIT-compiles it
+               # forward), so it is the fallback and export's portable choice
+               target_option="cuda_target", target_flag="--iree-cuda-target", target_default="sm_80",
+               target_from_device=True),
+    IreeTarget("iree-rocm", "rocm", "gpu", ALL_DTYPE_NAMES,
+               "IREE ROCm (HSACO) code for an AMD GPU (experimental)",
+               "needs an AMD GPU with ROCm (libamdhip64.so)", tags=("experimental",),
+               target_option="rocm_target", target_flag="--iree-rocm-target", target_default="gfx942",
+               target_from_device=True, data_tiling=True, ukernels_flag="--iree-rocm-enable-ukernels"),
+    IreeTarget("iree-vmvx", "vmvx", "cpu", _VMVX_DTYPES,
+               "IREE's portable VMVX bytecode, interpreted on the CPU (slow; for debugging)", _PIP_HINT,
+               tags=("debug",)),
+)}
+
+
+def target_of(hal_target: str) -> IreeTarget:
+    """The record of the backend compiling for ``--iree-hal-target-backends=hal_target``."""
+    for t in TARGETS.values():
+        if t.target == hal_target:
+            return t
+    raise ValueError(f"no IREE backend compiles for {hal_target!r}; targets: "
+                     f"{', '.join(t.target for t in TARGETS.values())}")
