@@ -132,6 +132,7 @@ def test_threads_share_one_compiled_module_on_iree(name, fresh_cache):
             np.testing.assert_allclose(got, expected[i, k], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.iree
 def test_an_exported_module_serves_threads(tmp_path):
     model = mlp()
     loaded = runtime.load(tp.export(model, (tp.ones(5, 8),)).save(tmp_path / "mlp.vmfb"))

@@ -12,6 +12,8 @@ import tensorplay.nn.functional as F
 from tensorplay.compiler.symbolic import Dim
 from tensorplay.examples.models import GPTConfig, build_gpt
 
+pytestmark = pytest.mark.iree
+
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
@@ -62,6 +64,7 @@ def _sweep():
     return pairs
 
 
+@pytest.mark.slow
 def test_a_shape_sweep_compiles_at_most_twice_and_matches_eager():
     tp.compiler.reset()
     rng = np.random.default_rng(0)

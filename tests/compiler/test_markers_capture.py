@@ -537,6 +537,7 @@ def test_disallow_in_graph_watches_one_closure_of_a_factory(backend):
     assert report.graph_break_count == 1 and "make.<locals>.scale" in report.break_reasons[0].reason
 
 
+@pytest.mark.iree
 def test_a_disallowed_builtin_called_by_the_backend_does_not_reenter_the_capture(tmp_path, monkeypatch):
     """The IREE backend's cache names its temporary files with random.choices, which calls
     math.floor: with math.floor disallowed, a graph break's compile must not be taken for a

@@ -197,6 +197,7 @@ def test_region_with_an_unkeyable_argument_is_inlined(backend):
     assert calls_in(backend.graphs[0]) == []
 
 
+@pytest.mark.iree
 def test_gpt_blocks_as_regions_match_eager_on_iree_cpu():
     from tensorplay.examples.models import GPTConfig, build_gpt
 

@@ -13,6 +13,8 @@ from tensorplay import nn
 from tensorplay.compiler import GraphCaptureError, export, is_compiling, is_exporting, overload_method, unused
 from tensorplay.export import Args, ExportedProgram
 
+pytestmark = pytest.mark.iree
+
 
 class Scorer(nn.Module):
     """forward, an overloaded @export method, and an eager-only helper."""

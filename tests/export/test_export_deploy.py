@@ -15,6 +15,8 @@ import pytest
 
 import tensorplay as tp
 
+pytestmark = pytest.mark.iree
+
 ROOT = Path(__file__).resolve().parents[2]
 
 DEPLOY = textwrap.dedent("""

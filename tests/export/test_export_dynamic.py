@@ -18,6 +18,8 @@ from tensorplay.runtime.signature import EntrySignature
 
 from tests.export.conftest import gpt_with_encode
 
+pytestmark = pytest.mark.iree
+
 SEQ = Dim("seq", min=1, max=16)
 
 

@@ -11,6 +11,8 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler.backends import cache
 
+pytestmark = pytest.mark.iree
+
 
 def test_external_weights_live_in_the_archive_not_the_vmfb(cnn, cnn_external):
     _, _, embedded, embedded_path, _ = cnn

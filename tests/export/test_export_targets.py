@@ -11,6 +11,8 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import get_backend_capabilities
 
+pytestmark = pytest.mark.iree
+
 FORMATS = {"iree-vulkan": "vulkan-spirv-fb", "iree-cuda": "cuda-nvptx-fb", "iree-rocm": "rocm-hsaco-fb"}
 
 
@@ -48,6 +50,7 @@ def test_gpu_targets_default_to_portable_architectures(targets):
     assert "--iree-cuda-target=sm_86" in tuned.compile_flags  # flags need no compile
 
 
+@pytest.mark.vulkan
 def test_vulkan_export_runs_on_the_software_device(targets, cnn):
     caps = get_backend_capabilities("iree-vulkan")
     if not caps.available:
@@ -58,6 +61,7 @@ def test_vulkan_export_runs_on_the_software_device(targets, cnn):
     np.testing.assert_allclose(module.forward(images), probs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.vulkan
 def test_vulkan_small_dtypes_travel_widened_and_come_back_declared():
     caps = get_backend_capabilities("iree-vulkan")
     if not caps.available:
@@ -76,6 +80,7 @@ def test_vulkan_small_dtypes_travel_widened_and_come_back_declared():
     assert flipped.dtype == np.bool_ and flipped.tolist() == [False, True, False, False, True]
 
 
+@pytest.mark.cuda
 def test_cuda_export_runs_on_a_gpu(targets, cnn):
     caps = get_backend_capabilities("iree-cuda")
     if not caps.available:

@@ -28,6 +28,8 @@ def _groups():
 
 
 @pytest.mark.parametrize("indices", _groups(), ids=lambda r: f"seed{SEED}-{r.start}-{r.stop - 1}")
+@pytest.mark.iree
+@pytest.mark.slow
 def test_random_programs_compile_to_the_eager_and_pytorch_results(indices):
     report = run_group([generate(SEED, i) for i in indices])
     assert report.runs["static"] == report.runs["dynamic"] == report.runs["break"] == len(indices)
@@ -114,6 +116,7 @@ def test_a_wrong_result_is_reported_per_program_with_a_reproducer(monkeypatch):
             exec(compile(f.reproducer(), "<reproducer>", "exec"), {})
 
 
+@pytest.mark.iree
 def test_a_reproducer_passes_where_the_program_is_compiled_right():
     p = generate(SEED, 0)
     tp.compiler.reset()

@@ -17,16 +17,20 @@ CHUNK = 50
 
 
 @pytest.mark.parametrize("start", range(0, COUNT, CHUNK))
+@pytest.mark.slow
 def test_compiled_results_follow_python_state_like_eager(start):
     failures = state.run(SEED, min(CHUNK, COUNT - start), start=start)
     assert not failures, f"{len(failures)} scenarios differ from eager; the first:\n{failures[0]}"
 
 
+@pytest.mark.iree
+@pytest.mark.slow
 def test_a_sample_on_iree_cpu():
     failures = state.run(SEED + 1, 6, backend="iree-cpu")
     assert not failures, failures[0]
 
 
+@pytest.mark.slow
 def test_the_fuzzer_finds_stale_results_when_value_guards_are_off(monkeypatch):
     from tensorplay.compiler.capture import reads
 
@@ -36,6 +40,7 @@ def test_the_fuzzer_finds_stale_results_when_value_guards_are_off(monkeypatch):
     assert "reproducer:" in failures[0] and "compiled = tp.compile(target" in failures[0]
 
 
+@pytest.mark.iree
 def test_a_reproducer_runs_on_its_own(tmp_path):
     import subprocess
     import sys
