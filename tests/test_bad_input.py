@@ -34,6 +34,7 @@ import pytest
 import tensorplay as tp
 from tensorplay import nn, runtime
 from tensorplay.compiler.backends import cache
+from tensorplay.compiler.backends.iree import compile_mlir, get_iree_backend
 from tensorplay.export import Dim
 from tensorplay.runtime.program import load_vm_module
 from tensorplay.runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature
@@ -96,10 +97,9 @@ def art(tmp_path_factory):
     dynamic = tp.export(linear, example, dynamic_shapes={"input": {0: Dim("batch", min=1, max=64)}})
     dynamic_path = dynamic.save(root / "linear_dyn.vmfb")
     external = tp.export(linear, example, external_weights=True).save(root / "linear_ext.vmfb")
-    import iree.compiler as ic
-
-    plain = ic.compile_str(PLAIN_MLIR, target_backends=["llvm-cpu"],
-                           extra_args=["--iree-llvmcpu-target-cpu=generic"])
+    # LLVM's generic CPU: a file that loads on any machine, as an exported one does
+    plain = compile_mlir(PLAIN_MLIR, get_iree_backend("iree-cpu").flags({"target_cpu": "generic"}),
+                         backend="iree-cpu", name="plain")
     (root / "plain.vmfb").write_bytes(plain)
 
     compiled = tp.compile(add_scaled, fullgraph=True)

@@ -18,15 +18,17 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tensorplay.compiler.backends.iree import compile_mlir, get_iree_backend
 from tensorplay.dialects.tp import all_ops
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.passes import run_pipeline
 from tensorplay.passes.lowering import LOWERINGS, _load
+from tensorplay.runtime import Program
 from tests.opinfo import record_calls, tolerance
 
-iree_compiler = pytest.importorskip("iree.compiler")
-iree_runtime = pytest.importorskip("iree.runtime")
+pytest.importorskip("iree.compiler")
+pytest.importorskip("iree.runtime")
 
 _load()
 CALLS = [c for c in record_calls() if c.op.name in LOWERINGS]
@@ -98,18 +100,9 @@ def _run_all(calls):
 def _run(calls):
     module = M.emit([_graph(i, c) for i, c in enumerate(calls)])
     run_pipeline(module, "convert-tp-to-linalg,canonicalize,cse")
-    vmfb = iree_compiler.compile_str(M.print_module(module), target_backends=["llvm-cpu"],
-                                     extra_args=["--iree-llvmcpu-target-cpu=host",
-                                                 "--iree-input-demote-f64-to-f32=false"])
-    ctx = iree_runtime.SystemContext(config=iree_runtime.Config("local-sync"))
-    ctx.add_vm_module(iree_runtime.VmModule.copy_buffer(ctx.instance, vmfb))
-    out = []
-    for i, c in enumerate(calls):
-        fn = ctx.modules.module[f"f{i}"]
-        result = fn(*[a for a in c.operands if a is not None])
-        results = result if isinstance(result, (list, tuple)) else [result]
-        out.append([np.asarray(r.to_host()) for r in results])
-    return out
+    vmfb = compile_mlir(M.print_module(module), get_iree_backend("iree-cpu").flags(), backend="iree-cpu", name="ops")
+    program = Program(vmfb, "local-sync", name="ops")
+    return [program.call(f"f{i}", *[a for a in c.operands if a is not None]) for i, c in enumerate(calls)]
 
 
 @pytest.mark.parametrize("family", sorted(BY_FAMILY))

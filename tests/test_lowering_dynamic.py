@@ -7,15 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tensorplay.compiler.backends.iree import compile_mlir, get_iree_backend
 from tensorplay.dialects.tp import lookup
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.dialects.tp.ops.shape import SLICE_END as END
 from tensorplay.dialects.tp.types import TensorType, type_of_array
 from tensorplay.passes import run_pipeline
+from tensorplay.runtime import Program
 
-iree_compiler = pytest.importorskip("iree.compiler")
-iree_runtime = pytest.importorskip("iree.runtime")
+pytest.importorskip("iree.compiler")
+pytest.importorskip("iree.runtime")
 
 _rng = np.random.default_rng(7)
 
@@ -83,11 +85,10 @@ def compiled():
     cases = MATCHING + REJECTED
     module = M.emit([_graph(f"f{i}", *case) for i, case in enumerate(cases)])
     run_pipeline(module, "convert-tp-to-linalg,canonicalize,cse")
-    vmfb = iree_compiler.compile_str(M.print_module(module), target_backends=["llvm-cpu"],
-                                     extra_args=["--iree-llvmcpu-target-cpu=host"])
-    ctx = iree_runtime.SystemContext(config=iree_runtime.Config("local-sync"))
-    ctx.add_vm_module(iree_runtime.VmModule.copy_buffer(ctx.instance, vmfb))
-    return lambda i, arrays: np.asarray(ctx.modules.module[f"f{i}"](*arrays).to_host())
+    vmfb = compile_mlir(M.print_module(module), get_iree_backend("iree-cpu").flags(), backend="iree-cpu",
+                        name="dynamic")
+    program = Program(vmfb, "local-sync", name="dynamic")
+    return lambda i, arrays: program.call(f"f{i}", *arrays)[0]
 
 
 @pytest.mark.parametrize("i", range(len(MATCHING)), ids=[f"{c[0]}-{n}" for n, c in enumerate(MATCHING)])

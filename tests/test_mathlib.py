@@ -17,11 +17,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tensorplay.compiler.backends.iree import compile_mlir, get_iree_backend
 from tensorplay.dialects.ir import arith, context, func, ir, linalg, tensor
 from tensorplay.passes.lowering import _mathlib as ml
+from tensorplay.runtime import Program
 
-iree_compiler = pytest.importorskip("iree.compiler")
-iree_runtime = pytest.importorskip("iree.runtime")
+pytest.importorskip("iree.compiler")
+pytest.importorskip("iree.runtime")
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
                     1.7976931348623157e308, -1.7976931348623157e308, 1.0, -1.0, 0.5, 2.0])
@@ -163,17 +165,15 @@ def compiled():
             _elementwise_func("f32_to_bf16", ml.f32_to_bf16, [f32], ir.BF16Type.get())
         assert module.operation.verify()
         text = module.operation.get_asm()
-    vmfb = iree_compiler.compile_str(text, target_backends=["llvm-cpu"],
-                                     extra_args=["--iree-llvmcpu-target-cpu=host",
-                                                 "--iree-input-demote-f64-to-f32=false"])
-    ctx = iree_runtime.SystemContext(config=iree_runtime.Config("local-sync"))
-    ctx.add_vm_module(iree_runtime.VmModule.copy_buffer(ctx.instance, vmfb))
+    vmfb = compile_mlir(text, get_iree_backend("iree-cpu").flags(), backend="iree-cpu", name="mathlib")
+    program = Program(vmfb, "local-sync", name="mathlib")
 
     def call(name, *args):
-        return np.asarray(ctx.modules.module[name](*args).to_host())
+        (result,) = program.call(name, *args)
+        return result
 
     yield call
-    del ctx
+    program.close()
 
 
 def ulp_error(got, expected):

@@ -22,6 +22,7 @@ from tensorplay.compiler.backends import BackendCompileError, BackendUnavailable
 from tensorplay.compiler.backends.eager import interpret
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.dialects.tp.types import TensorType as T
+from tensorplay.runtime.program import load_vm_module
 
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
@@ -178,9 +179,7 @@ def _small_graph(name="small"):
 def test_cuda_compiles_to_a_vmfb_holding_a_cuda_executable():
     vmfb = iree.compile_to_vmfb(_small_graph(), backend="iree-cuda")
     assert b"cuda-nvptx-fb" in vmfb
-    import iree.runtime as rt
-
-    module = rt.VmModule.copy_buffer(rt.VmInstance(), vmfb)   # a valid module: no device needed
+    module = load_vm_module(vmfb)   # a valid module: no device needed
     assert "small" in module.function_names
 
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+from tensorplay.compiler.backends.iree import compile_mlir, get_iree_backend
 from tensorplay.compiler.capture.graphs import substitute_sizes
 from tensorplay.compiler.symbolic import ShapeEnv
 from tensorplay.dialects.tp import mlir as M
@@ -21,10 +22,11 @@ from tensorplay.dialects.tp.graph import Graph
 from tensorplay.dialects.tp.types import TensorType
 from tensorplay.passes import run_pipeline
 from tensorplay.passes.lowering import LOWERINGS, _load
+from tensorplay.runtime import Program
 from tests.opinfo import record_calls
 
-iree_compiler = pytest.importorskip("iree.compiler")
-iree_runtime = pytest.importorskip("iree.runtime")
+pytest.importorskip("iree.compiler")
+pytest.importorskip("iree.runtime")
 
 PER_OP = 4 if os.environ.get("TENSORPLAY_DIFFERENTIAL", "") == "full" else 1
 
@@ -63,16 +65,13 @@ def compiled():
     graphs = [_symbolic_graph(f"f{i}", c) for i, c in enumerate(calls)]
     module = M.emit(graphs)
     run_pipeline(module, "convert-tp-to-linalg,canonicalize,cse")
-    vmfb = iree_compiler.compile_str(M.print_module(module), target_backends=["llvm-cpu"],
-                                     extra_args=["--iree-llvmcpu-target-cpu=host",
-                                                 "--iree-input-demote-f64-to-f32=false"])
-    ctx = iree_runtime.SystemContext(config=iree_runtime.Config("local-sync"))
-    ctx.add_vm_module(iree_runtime.VmModule.copy_buffer(ctx.instance, vmfb))
-    return calls, graphs, ctx
+    vmfb = compile_mlir(M.print_module(module), get_iree_backend("iree-cpu").flags(), backend="iree-cpu",
+                        name="symbolic")
+    return calls, graphs, Program(vmfb, "local-sync", name="symbolic")
 
 
 def test_every_lowered_op_runs_with_symbolic_sizes_like_the_reference(compiled):
-    calls, graphs, ctx = compiled
+    calls, graphs, program = compiled
     # every lowered op but the creation ops (no operands; their symbolic sizes are attributes,
     # covered by test_dynamic_lowering.py)
     assert set(LOWERINGS) - {c.op.name for c in calls} == {"tp.arange", "tp.constant", "tp.full"}
@@ -80,10 +79,8 @@ def test_every_lowered_op_runs_with_symbolic_sizes_like_the_reference(compiled):
     assert symbolic >= 0.9 * len(graphs)
     failures = []
     for g, c in zip(graphs, calls):
-        result = ctx.modules.module[g.name](*[a for a in c.operands if a is not None])
-        results = result if isinstance(result, (list, tuple)) else [result]
+        results = program.call(g.name, *[a for a in c.operands if a is not None])
         for r, e in zip(results, c.op.evaluate(c.operands, c.attrs, c.result_types)):
-            r = np.asarray(r.to_host())
             if e.dtype == np.uint8 and r.dtype == np.int8:
                 r = r.view(np.uint8)
             if r.shape != e.shape or not np.allclose(r.astype(np.float64), e.astype(np.float64), rtol=2e-3,
