@@ -570,6 +570,7 @@ RAW_IREE = re.compile(r"c/runtime/src/|\w+\.c:\d+:|\b(INVALID_ARGUMENT|OUT_OF_RA
                       r"NOT_FOUND|INTERNAL);|Error (creating|invoking)|bytecode module@")
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_ends_in_a_clear_error(case, env, caplog):
     caplog.set_level(logging.INFO, logger="tensorplay")
@@ -599,6 +600,7 @@ def test_the_table_covers_every_kind_of_bad_input():
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+@pytest.mark.iree
 def test_size_checks_that_fit_the_rules_still_run(env):
     """The validation refuses what export never writes, not what it does: a checks list
     with arithmetic, powers, min/max and comparisons over the sizes loads and is enforced."""

@@ -47,6 +47,7 @@ def test_broadcast_operands_are_never_materialized():
     assert "tensor<128xf32>" in text and "tensor<64x1xf32>" in text
 
 
+@pytest.mark.iree
 def test_iree_fuses_the_chain_into_one_dispatch():
     iree_compiler = pytest.importorskip("iree.compiler")
     # the iree-compile tool, not the backends' in-process compile: the dispatches are counted
@@ -80,6 +81,7 @@ def test_a_reduction_read_through_two_maps_is_fenced_from_its_reader():
     assert "util.optimization_barrier" not in _lowered(same)
 
 
+@pytest.mark.iree
 def test_reductions_read_as_rows_and_columns_compile_to_the_eager_result():
     pytest.importorskip("iree.compiler")
 

@@ -105,6 +105,7 @@ def _run(calls):
     return [program.call(f"f{i}", *[a for a in c.operands if a is not None]) for i, c in enumerate(calls)]
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("family", sorted(BY_FAMILY))
 def test_lowered_ops_match_reference(family):
     calls = BY_FAMILY[family]
@@ -130,6 +131,7 @@ def test_lowered_ops_match_reference(family):
     assert not failures, f"{len(failures)} of {len(calls)} calls differ:\n" + "\n".join(failures[:30])
 
 
+@pytest.mark.iree
 def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
     # IREE 3.13 rejected unit dims added to a one-element slice that is also used as it is
     # ("expected rank to be smaller or equal to the other rank"); a matmul adds them to 1-d

@@ -19,6 +19,8 @@ from tensorplay.runtime import Program
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
+pytestmark = pytest.mark.iree
+
 _rng = np.random.default_rng(7)
 
 

@@ -98,6 +98,7 @@ def test_the_sample_covers_every_lowered_op():
     assert len(PAIRS) > 400
 
 
+@pytest.mark.vulkan
 @pytest.mark.parametrize("chunk", range(len(CHUNKS)))
 def test_lowered_ops_match_reference_on_vulkan(chunk):
     _vulkan()
@@ -113,6 +114,7 @@ CHANGED = {"tp.pow", "tp.arange", "tp.abs", "tp.floor_div", "tp.trunc_div", "tp.
            "tp.fmod", "tp.div", "tp.avg_pool2d", "tp.softmax", "tp.log_softmax", "tp.amax", "tp.sum"}
 
 
+@pytest.mark.iree
 def test_spirv_lowering_options_on_cpu():
     calls = [c for c in PAIRS if c.op.name in CHANGED]
     assert {c.op.name for c in calls} == CHANGED
@@ -148,6 +150,7 @@ def test_outer_reductions_are_fenced_from_their_consumers():
     assert text.count("util.optimization_barrier") == 1 and text.count("flow.tensor.tie_shape") == 1
 
 
+@pytest.mark.vulkan
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("dim", [0, 1])
 def test_reductions_over_outer_dims_feed_their_consumers_correctly_on_vulkan(dim, dynamic):

@@ -25,6 +25,8 @@ from tensorplay.runtime import Program
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
+pytestmark = pytest.mark.iree
+
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324, 2.2250738585072014e-308,
                     1.7976931348623157e308, -1.7976931348623157e308, 1.0, -1.0, 0.5, 2.0])
 

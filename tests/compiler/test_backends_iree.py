@@ -27,6 +27,8 @@ from tensorplay.runtime.program import load_vm_module
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
+pytestmark = pytest.mark.iree
+
 ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = {np.dtype(np.float64): 1e-6, np.dtype(np.float32): 2e-5, np.dtype(np.float16): 2e-3,
              np.dtype(ml_dtypes.bfloat16): 2e-2}
@@ -124,6 +126,7 @@ def test_builtin_backend_matches_the_reference(compiled, name):
     np.testing.assert_array_equal(run(*arrays)[0], outputs[0])
 
 
+@pytest.mark.vulkan
 def test_vulkan_runs_on_a_device(compiled):
     caps = tpc.get_backend_capabilities("iree-vulkan")
     if not caps.available:
@@ -183,6 +186,7 @@ def test_cuda_compiles_to_a_vmfb_holding_a_cuda_executable():
     assert "small" in module.function_names
 
 
+@pytest.mark.cuda
 def test_cuda_runs_where_a_device_exists():
     caps = tpc.get_backend_capabilities("iree-cuda")
     if not caps.available:

@@ -105,6 +105,7 @@ def test_the_suite_collects_without_a_vulkan_loader():
     assert "iree-vulkan" in out
 
 
+@pytest.mark.iree  # the backend tests it runs, in a subprocess, compile
 def test_the_backend_tests_skip_vulkan_with_the_reason_without_a_loader():
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "tests.no_vulkan_loader",
                            "-p", "no:cacheprovider", "tests/compiler/test_backends_registry.py",

@@ -28,6 +28,8 @@ from tests.opinfo import record_calls
 pytest.importorskip("iree.compiler")
 pytest.importorskip("iree.runtime")
 
+pytestmark = pytest.mark.iree
+
 PER_OP = 4 if os.environ.get("TENSORPLAY_DIFFERENTIAL", "") == "full" else 1
 
 
