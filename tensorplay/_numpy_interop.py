@@ -18,7 +18,7 @@ UFUNCS = {
     "log": "log", "log2": "log2", "log10": "log10", "log1p": "log1p", "sqrt": "sqrt",
     "square": "square", "sin": "sin", "cos": "cos", "tan": "tan", "arcsin": "asin",
     "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "sinh": "sinh", "cosh": "cosh",
-    "tanh": "tanh", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
+    "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "rint": "round",
     "sign": "sign", "maximum": "maximum", "minimum": "minimum", "equal": "eq",
     "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": "ge",
     "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",

@@ -141,6 +141,38 @@ def _erf(args, d, attrs):
     return math.ErfOp(x).result
 
 
+def _inverse_hyperbolic(kind: str) -> Scalar:
+    """asinh, acosh, atanh from log1p (IREE's expansions through log lose the low digits near
+    0 and 1) and sqrt; past 2**28 (2**12 in float32) asinh and acosh are log(2x), where the
+    squares would overflow and the dropped terms are below half an ulp."""
+    def fn(args, d, attrs):
+        x = args[0]
+        log1p = lambda v: _TABLE["tp.log1p"][0]([v], d, attrs)  # noqa: E731 (libm-free in float64)
+        one, two = const_scalar(1.0, d), const_scalar(2.0, d)
+        if kind == "atanh":  # 0.5 log1p(2a / (1 - a)), signed like x
+            a = math.AbsFOp(x).result
+            r = log1p(arith.DivFOp(arith.MulFOp(two, a).result, arith.SubFOp(one, a).result).result)
+            return math.CopySignOp(arith.MulFOp(const_scalar(0.5, d), r).result, x).result
+        large = const_scalar(2.0 ** 28 if d is dt.float64 else 2.0 ** 12, d)
+        a = math.AbsFOp(x).result if kind == "asinh" else x
+        far = arith.AddFOp(math.LogOp(a).result, const_scalar(pymath.log(2.0), d)).result
+        if kind == "asinh":  # log1p(a + a^2 / (1 + sqrt(1 + a^2))), signed like x
+            a2 = arith.MulFOp(a, a).result
+            root = math.SqrtOp(arith.AddFOp(one, a2).result).result
+            near = log1p(arith.AddFOp(a, arith.DivFOp(a2, arith.AddFOp(one, root).result).result).result)
+        else:  # acosh: log1p(t + sqrt(2t + t^2)) with t = x - 1 (NaN below 1: selected below)
+            t1 = arith.SubFOp(x, one).result
+            root = math.SqrtOp(arith.AddFOp(arith.MulFOp(two, t1).result, arith.MulFOp(t1, t1).result).result).result
+            near = log1p(arith.AddFOp(t1, root).result)
+        r = arith.SelectOp(arith.CmpFOp(_F.OGT, a, large).result, far, near).result
+        if kind == "asinh":
+            return math.CopySignOp(r, x).result
+        # far below 1 the formula gives -inf or inf (t^2 overflows) rather than NaN
+        return arith.SelectOp(arith.CmpFOp(_F.OLT, x, one).result, const_scalar(float("nan"), d), r).result
+
+    return fn
+
+
 def _reciprocal(args, d, attrs):
     return arith.DivFOp(const_scalar(1.0, d), args[0]).result
 
@@ -325,6 +357,9 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.sinh": (_libm_free(_unary_math(math.SinhOp), f64=ml.sinh_f64), "work"),
     "tp.cosh": (_libm_free(_unary_math(math.CoshOp), f64=ml.cosh_f64), "work"),
     "tp.tanh": (_libm_free(_unary_math(math.TanhOp), f64=ml.tanh_f64), "work"),
+    "tp.asinh": (_inverse_hyperbolic("asinh"), "work"),
+    "tp.acosh": (_inverse_hyperbolic("acosh"), "work"),
+    "tp.atanh": (_inverse_hyperbolic("atanh"), "work"),
     "tp.erf": (_erf, "work"),
     "tp.sigmoid": (lambda a, d, at: _sigmoid_value(a[0], d), "work"),
     "tp.relu": (_relu, "work"),

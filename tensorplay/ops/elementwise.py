@@ -18,7 +18,7 @@ __all__ = [
     "floor_divide", "remainder", "fmod", "pow", "float_power", "neg", "negative", "abs", "absolute",
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "square", "sin",
     "cos", "tan", "asin", "acos", "atan", "atan2", "arcsin", "arccos", "arctan", "sinh", "cosh",
-    "tanh", "sigmoid", "erf", "floor", "ceil", "trunc", "fix", "round", "sign", "reciprocal",
+    "tanh", "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "sigmoid", "erf", "floor", "ceil", "trunc", "fix", "round", "sign", "reciprocal",
     "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less",
     "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor", "logical_not",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "clamp", "clip",
@@ -283,6 +283,21 @@ def cosh(input: Any) -> Tensor:
 
 def tanh(input: Any) -> Tensor:
     return _unary("tp.tanh", input)
+
+
+def asinh(input: Any) -> Tensor:
+    return _unary("tp.asinh", input)
+
+
+def acosh(input: Any) -> Tensor:
+    return _unary("tp.acosh", input)
+
+
+def atanh(input: Any) -> Tensor:
+    return _unary("tp.atanh", input)
+
+
+arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
 
 def sigmoid(input: Any) -> Tensor:

@@ -15,6 +15,13 @@ func.func @op_acos(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
   return %0 : tensor<4x5xf32>
 }
 
+// CHECK-LABEL: func.func @op_acosh(
+// CHECK-NEXT: %0 = "tp.acosh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+func.func @op_acosh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %0 = "tp.acosh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
 // CHECK-LABEL: func.func @op_add(
 // CHECK-NEXT: %0 = "tp.add"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
 func.func @op_add(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xf32> {
@@ -78,6 +85,13 @@ func.func @op_asin(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
   return %0 : tensor<4x5xf32>
 }
 
+// CHECK-LABEL: func.func @op_asinh(
+// CHECK-NEXT: %0 = "tp.asinh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+func.func @op_asinh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %0 = "tp.asinh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
+}
+
 // CHECK-LABEL: func.func @op_atan(
 // CHECK-NEXT: %0 = "tp.atan"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
 func.func @op_atan(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
@@ -90,6 +104,13 @@ func.func @op_atan(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 func.func @op_atan2(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xf32> {
   %0 = "tp.atan2"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0 : tensor<3x4xf32>
+}
+
+// CHECK-LABEL: func.func @op_atanh(
+// CHECK-NEXT: %0 = "tp.atanh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+func.func @op_atanh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
+  %0 = "tp.atanh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
+  return %0 : tensor<4x5xf32>
 }
 
 // CHECK-LABEL: func.func @op_avg_pool2d(

@@ -47,6 +47,18 @@ def _unary_samples(low=None, high=None, extra=True):
     return samples
 
 
+def _hyperbolic_extremes(rng, dtype):
+    """Inputs where the inverse hyperbolic functions are easy to get wrong: tiny (lost low
+    digits), near 1 (atanh's pole, acosh's zero), large (squares overflow), out of the domain
+    (NaN), infinite and signed zeros."""
+    tiny = [1e-30, -1e-30, 1e-8, -1e-8, 1e-3, -1e-3] if dtype is tp.float64 else [1e-20, -1e-20, 1e-6, -1e-3]
+    near_one = [1.0, -1.0, 1 - 1e-7, -(1 - 1e-7), 1 + 1e-7] if dtype is tp.float64 else [1.0, -1.0, 0.999, 1.001]
+    large = [3e8, -3e8, 1e300, -1e300, 5000.0] if dtype is tp.float64 else [3e8, -3e8, 1e30, 5000.0]
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.0, -2.0]
+    values = np.array(tiny + near_one + large + special, dtype=dtype.np_dtype)
+    return [Sample((values,), desc="extremes")]
+
+
 def _bin(name, fn, ref, dtypes=NUMERIC, **kw):
     sample_kw = {k: kw.pop(k) for k in list(kw) if k in ("low", "high", "nonzero_rhs", "rhs_low", "rhs_high")}
     return OpInfo(name, fn, ref, _binary_samples(**sample_kw), dtypes=dtypes, **kw)
@@ -167,6 +179,15 @@ OPS = [
     _un("sinh", lambda lib, a: lib.sinh(a), lambda a: np.sinh(_f(a))),
     _un("cosh", lambda lib, a: lib.cosh(a), lambda a: np.cosh(_f(a))),
     _un("tanh", lambda lib, a: lib.tanh(a), lambda a: np.tanh(_f(a))),
+    _un("asinh", lambda lib, a: lib.asinh(a), lambda a: np.arcsinh(_f(a)), low=-50, high=50),
+    OpInfo("asinh_extremes", lambda lib, a: lib.arcsinh(a), lambda a: np.arcsinh(_f(a)), _hyperbolic_extremes,
+           dtypes=(tp.float32, tp.float64)),
+    _un("acosh", lambda lib, a: lib.acosh(a), lambda a: np.arccosh(_f(a)), low=1, high=60, dtypes=FLOATS + INTS),
+    OpInfo("acosh_extremes", lambda lib, a: a.arccosh(), lambda a: np.arccosh(_f(a)), _hyperbolic_extremes,
+           dtypes=(tp.float32, tp.float64)),
+    _un("atanh", lambda lib, a: lib.atanh(a), lambda a: np.arctanh(_f(a)), low=-0.99, high=0.99),
+    OpInfo("atanh_extremes", lambda lib, a: a.arctanh(), lambda a: np.arctanh(_f(a)), _hyperbolic_extremes,
+           dtypes=(tp.float32, tp.float64)),
     _un("sigmoid", lambda lib, a: lib.sigmoid(a), lambda a: 1 / (1 + np.exp(-_f(a))), low=-30, high=30),
     _un("erf", lambda lib, a: lib.erf(a), lambda a: _erf(_f(a))),
     _un("relu", lambda lib, a: lib.relu(a), lambda a: np.maximum(_f(a), 0), dtypes=NUMERIC),

@@ -556,6 +556,10 @@ Atan = _unary_float("tp.atan", np.arctan, "Elementwise arctangent.", "Atan")
 Sinh = _unary_float("tp.sinh", np.sinh, "Elementwise hyperbolic sine.", "Sinh")
 Cosh = _unary_float("tp.cosh", np.cosh, "Elementwise hyperbolic cosine.", "Cosh")
 Tanh = _unary_float("tp.tanh", np.tanh, "Elementwise hyperbolic tangent.", "Tanh")
+Asinh = _unary_float("tp.asinh", np.arcsinh, "Elementwise inverse hyperbolic sine.", "Asinh")
+Acosh = _unary_float("tp.acosh", np.arccosh, "Elementwise inverse hyperbolic cosine (NaN below 1).", "Acosh")
+Atanh = _unary_float("tp.atanh", np.arctanh,
+                     "Elementwise inverse hyperbolic tangent (infinite at -1 and 1, NaN outside).", "Atanh")
 Erf = _unary_float("tp.erf", erf, "Elementwise Gauss error function.", "Erf")
 
 
