@@ -54,9 +54,6 @@ BY_FAMILY: dict[str, list] = defaultdict(list)
 for _c in CALLS if FULL else _stratified(CALLS):
     BY_FAMILY[_c.op.family].append(_c)
 
-# Ops whose lowering is still being written; the test below keeps this list honest.
-PENDING: set[str] = set()
-
 # IREE's math approximations (exp, erf, tanh, ...) are not correctly rounded; these bound
 # the difference from numpy per result dtype.
 LOWERED_TOLERANCE = {
@@ -64,12 +61,10 @@ LOWERED_TOLERANCE = {
 }
 
 
-def test_every_registered_op_has_a_lowering_or_is_pending():
+def test_every_registered_op_has_a_lowering():
     names = {op.name for op in all_ops()}
-    missing = sorted(names - set(LOWERINGS) - PENDING)
+    missing = sorted(names - set(LOWERINGS))
     assert not missing, f"tp ops without a lowering: {missing}"
-    done = sorted(PENDING & set(LOWERINGS))
-    assert not done, f"remove from PENDING, they have lowerings now: {done}"
 
 
 def test_every_lowered_op_has_differential_cases():

@@ -43,9 +43,7 @@ from .capture.session import (
     is_exporting,
 )
 from ..dialects.tp.errors import OpError
-# tensorplay.export imports these three from here
-from .dynamic_shapes import check_dynamic_shapes, check_named_dims
-from .dynamic_shapes import normalize_dynamic_shapes as _normalize_dynamic_shapes
+from .dynamic_shapes import check_dynamic_shapes, check_named_dims, normalize_dynamic_shapes
 from .errors import GraphCaptureError
 from .symbolic.guard import ShapeGuard
 
@@ -301,7 +299,7 @@ class CompiledFunction:
             fn.__self__ if inspect.ismethod(fn) and fn.__func__ is Module._call_impl else None)
         # a module's calls are named after forward's parameters (guards, logs, dynamic_shapes)
         self._signature = _signature(owner.forward if owner is not None else fn)
-        self.dynamic_shapes = _normalize_dynamic_shapes(dynamic_shapes, dynamic, self._signature)
+        self.dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, dynamic, self._signature)
         from .backends import get_default_backend, lookup_backend, resolve_options
 
         chosen = backend if backend is not None else get_default_backend()

@@ -159,7 +159,7 @@ def capture_entry(fn: Any, args: tuple, kwargs: dict, *, entry: str, method: str
     if trace is None:  # cannot happen under fullgraph; kept as a clear failure
         raise RuntimeError(f"export of {entry}: the capture did not produce one graph")
     if dynamic_spec and trace.shape_env is not None:
-        from ..compiler.api import check_named_dims
+        from ..compiler.dynamic_shapes import check_named_dims
 
         check_named_dims(trace.shape_env, dynamic_spec)
     return _shape(trace, entry, method, overload, leaves, paths, table)

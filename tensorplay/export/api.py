@@ -215,7 +215,7 @@ def _module_name(name: str | None, target: Any) -> str:
 def _dynamic_dims_of(method: str, spec: Any, plan: Plan) -> tuple[dict, dict[int, dict[int, Any]]]:
     """A method's dynamic_shapes matched against its example: ``({path: {dim: label}},
     {leaf index: {dim: name | Dim}})``, the second holding the dynamic (named) dims only."""
-    from ..compiler.api import _normalize_dynamic_shapes, check_dynamic_shapes
+    from ..compiler.dynamic_shapes import check_dynamic_shapes, normalize_dynamic_shapes
     from ..compiler.capture import pytree
     from ._capture import arg_paths
 
@@ -235,7 +235,7 @@ def _dynamic_dims_of(method: str, spec: Any, plan: Plan) -> tuple[dict, dict[int
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = None
-    spec = _normalize_dynamic_shapes(spec, None, params)
+    spec = normalize_dynamic_shapes(spec, None, params)
     leaves, treedef = pytree.flatten((a, kw))
     paths = arg_paths(fn, treedef)
     resolved = check_dynamic_shapes(spec, params, leaves, paths)

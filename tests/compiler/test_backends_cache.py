@@ -152,6 +152,7 @@ def test_cache_can_be_turned_off_and_cleared(cache_dir, monkeypatch):
     assert cache.cache_stats()["writes"] == 0 and not list(cache_dir.glob("*.tpc"))
 
 
+@pytest.mark.iree
 def test_corrupt_artifact_of_a_real_graph_is_recompiled_and_still_correct(cache_dir):
     g = Graph("cached_exp")
     x = g.add_input(T((4,), tp.float32))

@@ -102,6 +102,7 @@ def mlp():
     return g
 
 
+@pytest.mark.iree
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_modes_compile_and_match_eager(mode):
     graph = mlp()

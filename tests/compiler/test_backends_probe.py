@@ -114,3 +114,14 @@ def test_the_backend_tests_skip_vulkan_with_the_reason_without_a_loader():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "Vulkan loader library not found" in out, out[-3000:]
+
+
+def test_importing_the_no_loader_plugin_leaves_vulkan_alone():
+    # this module imports LOADER_ERROR from it: the patch must wait for -p (pytest_configure)
+    import iree.runtime as rt
+    from iree.runtime import system_setup
+
+    import tests.no_vulkan_loader as plugin
+
+    assert rt.get_driver.__module__ != plugin.__name__
+    assert system_setup.get_driver.__module__ != plugin.__name__

@@ -106,6 +106,7 @@ def test_gpt_with_dropout_in_training_matches_eager_for_one_seed(backend_name):
     assert compiled.compiled_function.compile_count == 1
 
 
+@pytest.mark.iree
 def test_segmented_function_on_iree_cpu():
     tp.compiler.reset()
 
@@ -124,6 +125,7 @@ def test_segmented_function_on_iree_cpu():
     assert f.cache_info()["segment_programs"] == 3
 
 
+@pytest.mark.iree
 def test_nested_region_is_one_callee_on_iree_cpu():
     tp.manual_seed(6)
     blocks = tp.nn.ModuleList([tp.nn.Sequential(tp.nn.Linear(8, 8), tp.nn.SiLU()) for _ in range(3)])
