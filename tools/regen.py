@@ -62,7 +62,6 @@ def write_atomic(path: Path, text: str) -> None:
 
 def stale(root: Path = ROOT) -> dict[str, str]:
     """The generated files under ``root`` whose text differs from a fresh render -> that text."""
-    _checkout(ROOT)
     out = {}
     for rel in GENERATED:
         text = render(rel)
