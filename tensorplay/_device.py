@@ -1,11 +1,16 @@
-"""Devices. Eager tensors live on the host (``cpu``); compiled programs run where their
-backend puts them and hand results back to the host."""
+"""Devices: ``cpu`` (the host, numpy storage) and the IREE HAL devices a tensor can live on,
+``cuda``, ``vulkan`` and ``hip`` (docs/devices.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["device", "as_device"]
+__all__ = ["device", "as_device", "driver_of", "DEVICE_TYPES"]
+
+#: device types and the IREE runtime driver of each (``rocm`` is another name of ``hip``;
+#: ``meta`` tensors have no data and cannot be made)
+_DRIVERS = {"cpu": None, "cuda": "cuda", "vulkan": "vulkan", "hip": "hip", "rocm": "hip", "meta": None}
+DEVICE_TYPES = tuple(_DRIVERS)
 
 
 class device:  # noqa: N801 - PyTorch's spelling
@@ -26,8 +31,10 @@ class device:  # noqa: N801 - PyTorch's spelling
             if not idx.isdigit():
                 raise ValueError(f"device(): invalid device string {type!r}")
             index = int(idx)
-        if name not in ("cpu", "cuda", "vulkan", "rocm", "meta"):
-            raise ValueError(f"device(): unknown device type {name!r}; expected cpu, cuda, vulkan or rocm")
+        if name not in _DRIVERS:
+            raise ValueError(f"device(): unknown device type {name!r}; expected cpu, cuda, vulkan or hip")
+        if name == "rocm":
+            name = "hip"
         self.type = name
         self.index = index
 
@@ -59,3 +66,14 @@ def as_device(value: Any) -> device:
     if isinstance(value, int):
         return device("cuda", value)
     return device(value)
+
+
+def driver_of(target: device) -> str:
+    """The IREE runtime driver holding tensors on ``target`` (a GPU device)."""
+    driver = _DRIVERS[target.type]
+    if driver is None:
+        raise ValueError(f"tensors cannot be moved to {target}: it has no IREE runtime driver")
+    if target.index not in (None, 0):
+        raise ValueError(f"{target}: only device index 0 of each driver is supported (IREE's default "
+                         f"device); select the GPU with CUDA_VISIBLE_DEVICES / the driver's own setting")
+    return driver

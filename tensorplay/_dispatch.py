@@ -1,8 +1,10 @@
 """The single entry through which every frontend function applies a tp op.
 
 ``apply("tp.add", a, b)`` verifies operands and attributes against the registry and
-then either runs the op's reference implementation (eager mode) or, while a capture
-handler is installed and an operand belongs to it, lets the handler record a graph node.
+then either runs the op's reference implementation (eager mode on host tensors), runs it
+as a one-op program on the device of its device tensors (``compiler/backends/device_ops``),
+or, while a capture handler is installed and an operand belongs to it, lets the handler
+record a graph node.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 from .dialects.tp import registry
 from .dialects.tp.registry import Op
 from .dialects.tp.types import TensorType
+from .runtime.storage import DeviceArray
 
 __all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
 
@@ -55,6 +58,11 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         if out is not NotImplemented:
             return out
     arrays = [None if o is None else o._data for o in operands]
+    if any(type(a) is DeviceArray for a in arrays):  # tensors on a GPU device: the op runs there
+        from .compiler.backends.device_ops import run_on_device
+
+        wrapped = run_on_device(op, operands, attrs, result_types)
+        return wrapped[0] if len(wrapped) == 1 else wrapped
     outs = op.evaluate(arrays, attrs, result_types)
     wrapped = tuple(Tensor._wrap(a) for a in outs)
     return wrapped[0] if len(wrapped) == 1 else wrapped

@@ -123,7 +123,7 @@ def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
     assert isinstance(t, Tensor)
     if t._data is None:
         return f"{prefix}<captured {t._tensor_type()}>)"
-    a = t._data
+    a = t._concrete("print(tensor)")  # a device tensor's values are copied to the host
     dtype = dt.from_numpy_dtype(a.dtype)
     if dtype in (dt.float16, dt.bfloat16):
         a = a.astype(np.float32)
@@ -137,6 +137,8 @@ def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
         shown = _summarized_values(a, _OPTS["edgeitems"]) if summarize else a
         fmt = _Formatter(np.asarray(shown))
         body = _nested(a, fmt, len(prefix), summarize)
+    if t.device.type != "cpu":
+        suffixes.append(f"device='{t.device}'")
     if dtype not in (dt.get_default_dtype(), dt.int64, dt.bool_):
         suffixes.append(f"dtype={dtype!r}")
     if getattr(t, "requires_grad", False):

@@ -1,4 +1,5 @@
-"""``tp.Tensor``: a PyTorch-style tensor stored as a numpy array on the host.
+"""``tp.Tensor``: a PyTorch-style tensor stored as a numpy array on the host or as an IREE
+buffer on a GPU device (``runtime.storage.DeviceArray``; docs/devices.md).
 
 Every operation goes through :func:`tensorplay._dispatch.apply`, so the same Python code
 runs eagerly or is captured into a graph. Methods here are thin: they forward to the
@@ -15,7 +16,8 @@ import numpy as np
 
 from .dialects.tp import dtypes as dt
 from .dialects.tp.types import TensorType, type_of_array
-from ._device import CPU, as_device, device
+from ._device import CPU, DEVICE_TYPES, as_device, device, driver_of
+from .runtime.storage import DeviceArray, mark_shared
 
 __all__ = ["Tensor", "Size"]
 
@@ -91,12 +93,16 @@ class Tensor:
         return type_of_array(self._data)
 
     def _concrete(self, why: str) -> np.ndarray:
-        """The array behind this tensor; capture tensors report a graph break for ``why``."""
-        if self._data is None:
+        """The values of this tensor as a host array (a device tensor's read-only copy);
+        capture tensors report a graph break for ``why``."""
+        data = self._data
+        if data is None:
             from ._capture_hooks import needs_concrete_value
 
             return needs_concrete_value(self, why)
-        return self._data
+        if type(data) is DeviceArray:
+            return data.to_host()
+        return data
 
     # -- metadata --------------------------------------------------------------------------
     @property
@@ -118,7 +124,8 @@ class Tensor:
 
     @property
     def device(self) -> device:
-        return CPU
+        data = self._data
+        return as_device(data.device) if type(data) is DeviceArray else CPU
 
     @property
     def ndim(self) -> int:
@@ -129,7 +136,7 @@ class Tensor:
 
     @property
     def is_cuda(self) -> bool:
-        return False
+        return self.device.type == "cuda"
 
     @property
     def layout(self) -> str:
@@ -184,8 +191,17 @@ class Tensor:
 
     # -- conversion ------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
-        """The numpy array behind the tensor (shared, not copied)."""
-        return self._concrete("Tensor.numpy()")
+        """The numpy array behind a CPU tensor (shared, not copied); ``force=True`` copies a
+        device tensor to the host, otherwise that is a TypeError as in PyTorch."""
+        data = self._data
+        if type(data) is DeviceArray:
+            if not force:
+                raise TypeError(f"can't convert {data.device} device type tensor to numpy. Use Tensor.cpu() "
+                                f"to copy the tensor to host memory first.")
+            return data.to_host().copy()
+        array = self._concrete("Tensor.numpy()")
+        mark_shared(array)
+        return array
 
     def item(self) -> Any:
         array = self._concrete("Tensor.item()")
@@ -211,7 +227,33 @@ class Tensor:
         return Tensor._wrap(self._data)
 
     def cpu(self) -> Tensor:
-        return self
+        """This tensor on the host: itself if it is there, else a copy (a download)."""
+        return self._moved(CPU)
+
+    def cuda(self, device: Any = None, non_blocking: builtins.bool = False) -> Tensor:
+        """This tensor on the CUDA GPU (IREE's cuda driver)."""
+        target = as_device("cuda" if device is None else device)
+        if target.type != "cuda":
+            raise ValueError(f"cuda(): expected a CUDA device, got {target}")
+        return self._moved(target)
+
+    def _moved(self, target: device, copy: builtins.bool = False) -> Tensor:
+        """This tensor's value on ``target``: itself when it is there (a copy if ``copy``)."""
+        data = self._data
+        if data is None:  # a capture tensor: the whole graph runs on the compiled backend's device
+            return self
+        here = self.device
+        if here == target or (target.index is None and here.type == target.type):
+            return self.clone() if copy else self
+        if target.type == "cpu":
+            out = Tensor._wrap(data.host_copy())
+        else:
+            from .runtime.program import to_device
+
+            host = data.to_host() if type(data) is DeviceArray else data
+            out = Tensor._wrap(to_device(host, driver_of(target)))
+        out.requires_grad = self.requires_grad
+        return out
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
@@ -228,16 +270,13 @@ class Tensor:
                 dev = arg
             else:
                 dtype = arg
+        out = self
         if dev is not None:
-            target = as_device(dev)
-            if target.type not in ("cpu",):
-                raise ValueError(
-                    f"eager tensors live on the host; cannot move one to {target}. Compile the "
-                    f"model with tp.compiler.compile(..., backend='iree-{target.type}') to run it "
-                    f"on that device")
-        if dtype is None or dt.as_dtype(dtype) is self.dtype:
-            return self.clone() if copy else self
-        return _E.cast(self, dt.as_dtype(dtype))
+            out = self._moved(as_device(dev), copy=copy and dtype is None)
+            copy = copy and out is self
+        if dtype is None or dt.as_dtype(dtype) is out.dtype:
+            return out.clone() if copy else out
+        return _E.cast(out, dt.as_dtype(dtype))
 
     def type(self, dtype: Any = None):
         if dtype is None:
@@ -294,10 +333,14 @@ class Tensor:
 
     # -- numpy interop ---------------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
-        array = self._concrete("np.asarray(tensor)")
+        array = self._concrete("np.asarray(tensor)")  # a device tensor: its (read-only) host copy
         if dtype is not None and np.dtype(dtype) != array.dtype:
             return array.astype(dtype)
-        return array.copy() if copy else array
+        if copy:
+            return array.copy()
+        if array.flags.writeable:
+            mark_shared(array)
+        return array
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         from ._numpy_interop import array_ufunc
@@ -310,7 +353,10 @@ class Tensor:
         return array_function(func, types, args, kwargs)
 
     def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        if type(self._data) is DeviceArray:
+            raise TypeError(f"DLPack export of a {self.device} tensor is not supported; use .cpu() first")
         array = self._concrete("Tensor.__dlpack__()")
+        mark_shared(array)
         if array.dtype == dt.bfloat16.np_dtype:
             raise TypeError("bfloat16 tensors cannot be exported through DLPack by the numpy "
                             "host storage; convert with .float() first")
@@ -377,7 +423,8 @@ class Tensor:
     def __deepcopy__(self, memo: dict) -> Tensor:
         out = type(self).__new__(type(self))
         out.__dict__.update({k: v for k, v in self.__dict__.items()})
-        out._data = None if self._data is None else self._data.copy()
+        data = self._data
+        out._data = data if data is None or type(data) is DeviceArray else data.copy()  # device storage is immutable
         memo[id(self)] = out
         return out
 
@@ -553,6 +600,8 @@ class Tensor:
         from .dialects.tp.errors import ShapeError
 
         try:
+            if self._data is not None:  # the destination keeps its device, as in PyTorch
+                src = src.to(self.device)
             value = _S.broadcast_to(src.to(self.dtype), tuple(self.shape))
         except ShapeError:
             raise RuntimeError(f"copy_: in-place update of a tensor of shape {list(self.shape)} from a "
@@ -589,7 +638,7 @@ def _checked_dim(op: str, dim: int, rank: int) -> int:
 
 
 def _is_device_name(value: str) -> builtins.bool:
-    return value.partition(":")[0] in ("cpu", "cuda", "vulkan", "rocm", "meta")
+    return value.partition(":")[0] in DEVICE_TYPES
 
 
 def _is_dtype_name(value: Any) -> builtins.bool:

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.compiler.backends.iree import TARGETS, compile_mlir, get_iree_backend, lowering_pipeline
-from tensorplay.compiler.backends.widening import widen_io, with_casts
+from tensorplay.compiler.backends.iree import TARGETS, bind, compile_mlir, get_iree_backend, lowering_pipeline
+from tensorplay.compiler.backends.widening import widen_io
 from tensorplay.dialects.tp import mlir as M
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.passes import run_pipeline
@@ -61,7 +61,7 @@ def _check(calls, prepared, program) -> list[str]:
     failures = []
     for i, (c, p) in enumerate(zip(calls, prepared)):
         where = f"{c.op.name} {[None if x is None else str(x) for x in c.types]} {c.attrs}"
-        run = with_casts(program.function(f"f{i}", [v.type.dtype.np_dtype for v in p.graph.outputs]), p)
+        run = bind(program, p, f"f{i}", results="host")
         results = run(*[a for a in c.operands if a is not None])
         expected = c.op.evaluate(c.operands, c.attrs, c.result_types)
         for r, e, t in zip(results, expected, c.result_types):

@@ -248,8 +248,9 @@ def test_to_converts_floating_parameters_and_buffers_in_place():
     m.to("cpu")
     with pytest.raises(TypeError, match="nn.Module.to only accepts floating point"):
         m.to(tp.int32)
-    with pytest.raises(ValueError, match="iree-cuda"):
-        m.to("cuda")
+    with pytest.raises(ValueError, match="only device index 0"):
+        m.to("cuda:3")
+    assert all(t.device == tp.device("cpu") for t in [*m.parameters(), *m.buffers()])
 
 
 def test_layers_accept_dtype_at_construction():

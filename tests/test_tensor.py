@@ -70,8 +70,10 @@ def test_conversions():
     assert tp.tensor([[1, 2]]).tolist() == [[1, 2]]
     with pytest.raises(ValueError, match="cannot be converted to Scalar"):
         tp.ones(2).item()
-    with pytest.raises(ValueError, match="iree-cuda"):
-        t.to("cuda")
+    with pytest.raises(ValueError, match="only device index 0"):
+        t.to("cuda:1")
+    with pytest.raises(ValueError, match="no IREE runtime driver"):
+        t.to("meta")
 
 
 def test_clone_is_independent_and_contiguous_is_free():

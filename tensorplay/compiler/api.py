@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
+from ..runtime.storage import DeviceArray
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
 from ._logging import get_logger
@@ -122,7 +123,8 @@ class Entry:
             if kind == "new":
                 t = made.get(item[1])
                 if t is None:
-                    t = made[item[1]] = Tensor._wrap(np.asarray(outs[item[1]]))
+                    out = outs[item[1]]
+                    t = made[item[1]] = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
                 result.append(t)
             elif kind == "object":
                 b = item[1]
@@ -150,7 +152,8 @@ def _passthrough(graph: Graph) -> Callable[..., list]:
     positions = [graph.inputs.index(v) for v in graph.outputs]
 
     def run(*arrays: np.ndarray) -> list[np.ndarray]:
-        return [np.array(arrays[i]) for i in positions]
+        # a new array as eager gives; device storage is immutable, so it is shared
+        return [arrays[i] if type(arrays[i]) is DeviceArray else np.array(arrays[i]) for i in positions]
 
     return run
 
@@ -508,6 +511,9 @@ class CompiledFunction:
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
         if graph.nodes:
             entry.runner = compile_graph(graph, first, self._backend)
+            if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device
+                entry.runner.resident = frozenset(i for i, b in enumerate(trace.bindings)
+                                                  if isinstance(b, AttachedInput))
         elif graph.outputs:
             entry.runner = _passthrough(graph)
         result = entry.run(leaves, first)

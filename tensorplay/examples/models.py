@@ -121,7 +121,7 @@ def build_gpt(torch: Any, config: GPTConfig) -> Any:
         def forward(self, idx, targets=None):
             b, t = idx.size()
             assert t <= self.config.block_size, f"sequence of length {t} exceeds {self.config.block_size}"
-            pos = torch.arange(0, t, dtype=torch.long)
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
             tok_emb = self.transformer.wte(idx)
             pos_emb = self.transformer.wpe(pos)
             x = self.transformer.drop(tok_emb + pos_emb)

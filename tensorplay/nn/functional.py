@@ -428,7 +428,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         out = E.mul(x, C.zeros((), dtype=x.dtype))
     else:
-        keep = E.lt(RND.rand(tuple(x.shape), dtype=dt.float32), 1.0 - p)
+        keep = E.lt(RND.rand(tuple(x.shape), dtype=dt.float32, device=C._device_like(x, None)), 1.0 - p)
         out = E.mul(x, E.div(E.cast(keep, x.dtype), 1.0 - p))
     return _inplace(input, out, inplace)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._device import as_device
+from .._device import as_device, driver_of
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
@@ -21,13 +21,23 @@ __all__ = [
 
 
 def _check_device(op: str, device: Any) -> None:
-    if device is not None and as_device(device).type != "cpu":
-        raise ValueError(f"{op}(): eager tensors live on the host, so device={str(device)!r} is not "
-                         f"available; compile with backend='iree-{as_device(device).type}' to run "
-                         f"on that device")
+    """A clear error, before any work, for a device tensors cannot be made on."""
+    if device is not None:
+        target = as_device(device)
+        if target.type != "cpu":
+            driver_of(target)
 
 
-def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+def placed(t: Tensor, device: Any) -> Tensor:
+    """``t`` (made on the host) on ``device``: uploaded when that is a GPU device."""
+    if device is None:
+        return t
+    target = as_device(device)
+    return t if target.type == "cpu" else t._moved(target)
+
+
+def _finish(t: Tensor, requires_grad: bool, device: Any = None) -> Tensor:
+    t = placed(t, device)
     if requires_grad:
         if not t.dtype.is_floating_point:
             raise RuntimeError("Only Tensors of floating point dtype can require gradients")
@@ -38,7 +48,7 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 def _data_array(data: Any, op: str) -> np.ndarray:
     """``data`` as a numpy array with PyTorch's dtype inference for Python data."""
     if isinstance(data, Tensor):
-        return data.numpy()
+        return data._concrete(f"tp.{op}(tensor)")  # a device tensor's values come to the host
     if isinstance(data, (np.ndarray, np.generic)):
         return np.asarray(data)
     try:
@@ -71,7 +81,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
         array = _convert(array, dt.as_dtype(dtype))
     elif array.dtype not in (d.np_dtype for d in dt.ALL_DTYPES):
         dt.from_numpy_dtype(array.dtype)  # raises a clear TypeError
-    return _finish(Tensor._wrap(np.array(array, copy=True)), requires_grad)
+    return _finish(Tensor._wrap(np.array(array, copy=True)), requires_grad, device)
 
 
 def _convert(array: np.ndarray, dtype: dt.DType) -> np.ndarray:
@@ -89,12 +99,13 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     is needed."""
     _check_device("as_tensor", device)
     if isinstance(data, Tensor):
+        data = placed(data, device)
         return data if dtype is None else data.to(dtype)
     array = _data_array(data, "as_tensor")
     if dtype is not None:
         array = _convert(array, dt.as_dtype(dtype))
     dt.from_numpy_dtype(array.dtype)
-    return Tensor._wrap(array)
+    return placed(Tensor._wrap(array), device)
 
 
 asarray = as_tensor
@@ -118,7 +129,7 @@ def _fill(op: str, size: tuple[Any, ...], value: Any, dtype: Any, device: Any,
     shape = int_tuple(op, "size", size)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     value = float(value) if not isinstance(value, float) else value
-    return _finish(apply("tp.full", shape=shape, value=value, dtype=d), requires_grad)
+    return _finish(apply("tp.full", shape=shape, value=value, dtype=d), requires_grad, device)
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
@@ -154,27 +165,38 @@ def _like(input: Tensor, dtype: Any) -> tuple[tuple[int, ...], Any]:
     return tuple(input.shape), dtype if dtype is not None else input.dtype
 
 
+def _device_like(input: Tensor, device: Any) -> Any:
+    """PyTorch's rule: a ``*_like`` tensor is made on ``input``'s device unless told."""
+    if device is not None or input._data is None:
+        return device
+    return input.device
+
+
 def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
+    device = _device_like(input, device)
     return _fill("zeros_like", shape, 0.0, d, device, requires_grad)
 
 
 def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
+    device = _device_like(input, device)
     return _fill("ones_like", shape, 1.0, d, device, requires_grad)
 
 
 def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
+    device = _device_like(input, device)
     return _fill("empty_like", shape, 0.0, d, device, requires_grad)
 
 
 def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
+    device = _device_like(input, device)
     return _fill("full_like", shape, fill_value, d, device, requires_grad)
 
 
@@ -202,7 +224,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     # a symbolic size stays symbolic (the attribute holds its expression)
     start, end, step = (v if isinstance(v, SymInt) else float(v) for v in (start, end, step))
     out = apply("tp.arange", start=start, end=end, step=step, dtype=d)
-    return _finish(out, requires_grad)
+    return _finish(out, requires_grad, device)
 
 
 def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any = None,
@@ -216,14 +238,14 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     start, end = float(_number(start, "start")), float(_number(end, "end"))
     if steps == 1:
-        return _finish(full((1,), start, dtype=d), requires_grad)
+        return _finish(full((1,), start, dtype=d), requires_grad, device)
     step = (end - start) / max(steps - 1, 1)
     idx = arange(steps, dtype=dt.float64)
     # Fill from both ends, as PyTorch does, so the last value is exactly ``end``.
     low = add(mul(idx, step), start)
     high = sub(end, mul(sub(steps - 1, idx), step))
     values = where(lt(idx, steps // 2), low, high)
-    return _finish(cast(values, d), requires_grad)
+    return _finish(cast(values, d), requires_grad, device)
 
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
@@ -238,7 +260,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         raise ValueError(f"eye(): n and m must be non-negative, got n={n}, m={m}")
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     rows = reshape(arange(n), (n, 1))
-    return _finish(cast(eq(rows, arange(m)), d), requires_grad)
+    return _finish(cast(eq(rows, arange(m)), d), requires_grad, device)
 
 
 del math

@@ -21,6 +21,7 @@ import numpy as np
 
 from .._dispatch import apply
 from .._tensor import Tensor
+from ..runtime.storage import DeviceArray
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import registry
 from ..dialects.tp import symbolic as sym
@@ -84,10 +85,17 @@ class _IndexStep:
         return _result_shape("tp.index", [x, *self.indices], dims=self.dims)
 
     def get(self, x: Tensor) -> Tensor:
-        return apply("tp.index", x, *self.indices, dims=self.dims)
+        return apply("tp.index", x, *self._on(x), dims=self.dims)
 
     def put(self, base: Tensor, part: Tensor, accumulate: bool) -> Tensor:
-        return apply("tp.index_put", base, part, *self.indices, dims=self.dims, accumulate=accumulate)
+        return apply("tp.index_put", base, part, *self._on(base), dims=self.dims, accumulate=accumulate)
+
+    def _on(self, x: Tensor) -> list[Tensor]:
+        """The indices on ``x``'s device: as in PyTorch, host index tensors (and the ones made
+        from ints and lists in the key) may index a device tensor."""
+        if type(x._data) is not DeviceArray:
+            return self.indices
+        return [i.to(x.device) for i in self.indices]
 
 
 # --- parsing a key -------------------------------------------------------------------------

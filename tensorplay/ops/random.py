@@ -14,6 +14,7 @@ from .._capture_hooks import random_source
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ._helpers import int_tuple
+from .creation import _check_device, _device_like, placed
 
 __all__ = [
     "Generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "rand",
@@ -127,7 +128,8 @@ def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, devi
          requires_grad: bool = False) -> Tensor:
     """Uniform samples from [0, 1)."""
     d = _float_dtype(dtype, "rand")
-    return _make(_rng(generator).random(int_tuple("rand", "size", size)), d, requires_grad)
+    _check_device("rand", device)
+    return placed(_make(_rng(generator).random(int_tuple("rand", "size", size)), d, requires_grad), device)
 
 
 @random_source(size=_varargs_size)
@@ -135,7 +137,9 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     d = _float_dtype(dtype, "randn")
-    return _make(_rng(generator).standard_normal(int_tuple("randn", "size", size)), d, requires_grad)
+    _check_device("randn", device)
+    return placed(_make(_rng(generator).standard_normal(int_tuple("randn", "size", size)), d, requires_grad),
+                  device)
 
 
 @random_source(size=_randint_size)
@@ -152,21 +156,27 @@ def randint(low: int, high: int | None = None, size: Any = None, *, generator: G
         raise ValueError(f"randint(): expected low < high, got low={low}, high={high}")
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     shape = int_tuple("randint", "size", (size,))
-    return Tensor._wrap(_rng(generator).integers(low, high, size=shape).astype(d.np_dtype))
+    _check_device("randint", device)
+    return placed(Tensor._wrap(_rng(generator).integers(low, high, size=shape).astype(d.np_dtype)), device)
 
 
-def rand_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None) -> Tensor:
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, generator=generator)
+def rand_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None,
+              device: Any = None) -> Tensor:
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, generator=generator,
+                device=_device_like(input, device))
 
 
-def randn_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None) -> Tensor:
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, generator=generator)
+def randn_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None,
+               device: Any = None) -> Tensor:
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, generator=generator,
+                 device=_device_like(input, device))
 
 
-def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype: Any = None) -> Tensor:
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype: Any = None,
+                 device: Any = None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype)
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=_device_like(input, device))
 
 
 @random_source
@@ -179,8 +189,8 @@ def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Generator | None = None,
            dtype: Any = None) -> Tensor:
     """Normal samples with the given mean and standard deviation (numbers or tensors)."""
-    m = mean.numpy() if isinstance(mean, Tensor) else mean
-    s = std.numpy() if isinstance(std, Tensor) else std
+    m = np.asarray(mean) if isinstance(mean, Tensor) else mean
+    s = np.asarray(std) if isinstance(std, Tensor) else std
     if size is None:
         shape = np.broadcast_shapes(np.shape(m), np.shape(s))
     else:
@@ -191,7 +201,8 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Gene
         dtype = mean.dtype if isinstance(mean, Tensor) else dt.get_default_dtype()
     d = _float_dtype(dtype, "normal")
     values = np.asarray(m, np.float64) + np.asarray(s, np.float64) * _rng(generator).standard_normal(shape)
-    return _make(values, d, False)
+    like = mean if isinstance(mean, Tensor) else std if isinstance(std, Tensor) else None
+    return _make(values, d, False) if like is None else placed(_make(values, d, False), _device_like(like, None))
 
 
 @random_source(size=_size_at(2))
@@ -206,18 +217,18 @@ def uniform(low: float, high: float, size: Any, *, generator: Generator | None =
 @random_source
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     """Samples of 1 with probability ``input`` (or ``p``) and 0 otherwise, in input's dtype."""
-    probs = np.asarray(input.numpy() if p is None else np.full(tuple(input.shape), p), np.float64)
+    probs = np.asarray(np.asarray(input) if p is None else np.full(tuple(input.shape), p), np.float64)
     if np.any((probs < 0) | (probs > 1)):
         raise ValueError("bernoulli expects all probabilities in [0, 1]")
     draws = _rng(generator).random(probs.shape) < probs
-    return Tensor._wrap(draws.astype(input.dtype.np_dtype))
+    return placed(Tensor._wrap(draws.astype(input.dtype.np_dtype)), _device_like(input, None))
 
 
 @random_source
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator: Generator | None = None) -> Tensor:
     """Indices sampled from the rows of ``input`` (non-negative weights), as int64."""
-    weights = np.asarray(input.numpy(), np.float64)
+    weights = np.asarray(np.asarray(input), np.float64)
     if weights.ndim not in (1, 2):
         raise ValueError(f"multinomial: prob_dist must be 1 or 2 dim, got {weights.ndim}")
     rows = weights.reshape(-1, weights.shape[-1])
@@ -233,4 +244,4 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
             raise ValueError("multinomial: cannot sample n_sample > prob_dist.size(-1) samples "
                              "without replacement")
         out[i] = rng.choice(row.shape[0], size=num_samples, replace=replacement, p=row / total)
-    return Tensor._wrap(out.reshape(weights.shape[:-1] + (num_samples,)))
+    return placed(Tensor._wrap(out.reshape(weights.shape[:-1] + (num_samples,))), _device_like(input, None))

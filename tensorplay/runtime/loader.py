@@ -120,18 +120,17 @@ class EntryPoint:
     """One exported function, called with tensors or arrays (positionally or by argument
     name); returns numpy arrays nested like the Python method's result."""
 
-    __slots__ = ("module", "name", "signature", "_vm_function", "_dtypes")
+    __slots__ = ("module", "name", "signature", "_function")
 
     def __init__(self, module: ExportedModule, signature: EntrySignature):
         self.module = module
         self.name = signature.name
         self.signature = signature
-        self._vm_function = module._lookup(signature.name)
-        self._dtypes = signature.result_dtypes()
+        self._function = module.function(signature.name, signature.result_dtypes())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         arrays = self.signature.check_inputs(self._positional(args, kwargs))
-        results = self.module._invoke(self._vm_function, arrays, self._dtypes, len(self._dtypes))
+        results = self._function(*arrays)
         return self.signature.restore(results)
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:

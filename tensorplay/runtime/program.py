@@ -14,6 +14,7 @@ import gc
 import io
 import os
 import re
+import sys
 import threading
 import weakref
 import zipfile
@@ -22,8 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from .storage import (ALIGNMENT, DeviceArray, count, device_name, from_storage, is_host_driver, is_shared,
+                      release_device_arrays, storage_dtype, to_storage)
+
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
-           "get_device", "driver_devices", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
+           "get_device", "driver_devices", "download", "to_device", "resident_view", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
 
 #: the IREE runtime drivers a Program can load on
 DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
@@ -41,6 +45,7 @@ _lock = threading.RLock()
 _instance: Any = None
 _devices: dict[str, Any] = {}
 _programs: weakref.WeakSet[Program] = weakref.WeakSet()
+_mapped: weakref.WeakSet = weakref.WeakSet()  # live views of CPU result buffers (see release_all)
 
 
 def _rt():
@@ -131,19 +136,36 @@ def get_device(driver: str) -> Any:
 
 
 class Function:
-    """One exported function of a loaded Program, bound for fast repeated calls."""
+    """One exported function of a loaded Program, bound for fast repeated calls.
 
-    __slots__ = ("program", "name", "result_dtypes", "_vm_function", "_n_results")
+    Arguments are numpy arrays or :class:`~tensorplay.runtime.storage.DeviceArray` s on the
+    program's device (passed by reference). ``results="host"`` returns numpy arrays;
+    ``"device"`` keeps results on a GPU driver's device as DeviceArrays; ``"auto"`` does so
+    when an argument was one. CPU drivers always return numpy views of their result buffers
+    (no copy). ``storage`` gives the element type each input crosses the boundary as (wider
+    than the array's dtype on Vulkan, see ``storage.WIDE_STORAGE``), ``result_dtypes`` the
+    dtype each result is read as; ``resident`` the input positions whose host arrays are kept
+    on the device between calls (module weights)."""
 
-    def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None):
+    __slots__ = ("program", "name", "result_dtypes", "storage", "resident", "results", "label",
+                 "_vm_function", "_n_results")
+
+    def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
+                 storage: Sequence[Any] | None = None, resident: Sequence[int] = (), results: str = "host"):
+        if results not in ("host", "device", "auto"):
+            raise ValueError(f"results must be 'host', 'device' or 'auto', not {results!r}")
         self.program = program
         self.name = name
         self._vm_function = program._lookup(name)
         self.result_dtypes = None if result_dtypes is None else [np.dtype(d) for d in result_dtypes]
         self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
+        self.storage = None if storage is None else [None if d is None else np.dtype(d) for d in storage]
+        self.resident = frozenset(resident)
+        self.results = results
+        self.label = program.name or name
 
-    def __call__(self, *arrays: Any) -> list[np.ndarray]:
-        return self.program._invoke(self._vm_function, arrays, self.result_dtypes, self._n_results)
+    def __call__(self, *arrays: Any) -> list[Any]:
+        return self.program._invoke(self, arrays)
 
     def __repr__(self) -> str:
         return f"<Function {self.name} of {self.program!r}>"
@@ -230,6 +252,8 @@ class Program:
         self._to_element_type = rt.dtypes.map_dtype_to_hal_element_type
         self._upload_memory = int(rt.MemoryType.DEVICE_LOCAL)
         self._upload_usage = int(rt.BufferUsage.DEFAULT)
+        self._import_memory = int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE)
+        self._host_memory = is_host_driver(driver)
         self._functions: dict[str, Any] = {}
         _programs.add(self)
 
@@ -250,13 +274,15 @@ class Program:
         """IREE's ABI declaration of a function (its tensor signature), when recorded."""
         return self._lookup(name).reflection.get("iree.abi.declaration")
 
-    def function(self, name: str, result_dtypes: Sequence[Any] | None = None) -> Function:
+    def function(self, name: str, result_dtypes: Sequence[Any] | None = None, **how: Any) -> Function:
         """``name`` bound for calling; ``result_dtypes`` (numpy dtypes) fixes how results are
-        read back, e.g. ``uint8`` for what IREE returns as signless ``i8``."""
-        return Function(self, name, result_dtypes)
+        read back, e.g. ``uint8`` for what IREE returns as signless ``i8``; ``how``: the
+        ``storage``, ``resident`` and ``results`` of :class:`Function`."""
+        return Function(self, name, result_dtypes, **how)
 
-    def call(self, name: str, *arrays: Any, result_dtypes: Sequence[Any] | None = None) -> list[np.ndarray]:
-        return self.function(name, result_dtypes)(*arrays)
+    def call(self, name: str, *arrays: Any, result_dtypes: Sequence[Any] | None = None,
+             results: str = "host") -> list[Any]:
+        return self.function(name, result_dtypes, results=results)(*arrays)
 
     def __call__(self, *arrays: Any) -> list[np.ndarray]:
         """Call the module's only exported function."""
@@ -291,76 +317,201 @@ class Program:
             self._functions[name] = fn
         return fn
 
-    def _invoke(self, vm_function: Any, arrays: Sequence[Any], result_dtypes: list[np.dtype] | None,
-                n_results: int | None) -> list[np.ndarray]:
+    def _invoke(self, fn: Function, arrays: Sequence[Any]) -> list[Any]:
         self._check_open()
+        vm_function = fn._vm_function
         args = self._VariantList(len(arrays))
-        allocator, device = self._allocator, self._device
+        in_place: list[np.ndarray] = []  # host arrays a CPU program reads where they are
+        on_device = False
         for i, a in enumerate(arrays):
+            if isinstance(a, DeviceArray):
+                if a.driver != self.driver:
+                    raise ValueError(f"{self!r}: argument {i} is on {a.device} but the program runs on "
+                                     f"{device_name(self.driver)} ({self.driver}); move it with .to(...)")
+                on_device = True
+                args.push_ref(a.view)
+                continue
             a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-            element_type = self._to_element_type(a.dtype)
-            if element_type is None:
-                raise TypeError(f"{self!r}: argument {i} has dtype {a.dtype}, which IREE cannot take; "
-                                f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
-            view = allocator.allocate_buffer_copy(memory_type=self._upload_memory,
-                                                  allowed_usage=self._upload_usage, device=device,
-                                                  buffer=a, element_type=element_type)
+            storage = fn.storage[i] if fn.storage is not None and i < len(fn.storage) else None
+            if i in fn.resident and not is_shared(a):
+                view = resident_view(self, a, storage, fn.label, i)
+            else:
+                view = self.upload(a, storage, fn.label, in_place, i)
             args.push_ref(view)
-        results = self._VariantList(n_results if n_results is not None else 4)
+        n = fn._n_results
+        results = self._VariantList(n if n is not None else 4)
         try:
             with self._invoke_lock:  # IREE VM contexts are thread-compatible, not thread-safe
                 self._context.invoke(vm_function, args, results)
         except (ValueError, RuntimeError) as exc:  # IREE checks count, shapes and dtypes against the ABI
             declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
-            given = ", ".join(f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
+            given = ", ".join(f"{a.dtype}{list(a.shape)}" if isinstance(a, DeviceArray) else
+                              f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
             kind = ValueError if isinstance(exc, ValueError) or "INVALID_ARGUMENT" in str(exc) else RuntimeError
             raise kind(f"{self!r}: calling {vm_function.name} with {given} failed: {iree_reason(exc)}\n"
                        f"  the function is: {declared}") from None
+        keep = fn.results == "device" or (fn.results == "auto" and on_device)
         out = []
         for i in range(len(results)):
             view = results.get_as_object(i, self._BufferView)
-            dtype = result_dtypes[i] if result_dtypes is not None else None
-            out.append(self._read(view, dtype))
+            dtype = fn.result_dtypes[i] if fn.result_dtypes is not None else None
+            out.append(self._result(view, dtype, keep, in_place, fn.label))
         return out
 
-    def _read(self, view: Any, dtype: np.dtype | None) -> np.ndarray:
+    def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
+               in_place: list | None = None, index: int | None = None) -> Any:
+        """A buffer view of host ``array`` on this program's device: the array itself where
+        a CPU driver can read it in place (aligned, as ``storage``), else a counted copy."""
+        array = np.asarray(array, order="C")
+        if storage is not None and array.dtype != storage:
+            array = to_storage(array, storage)
+        element_type = self._to_element_type(array.dtype)
+        if element_type is None:
+            what = "an argument" if index is None else f"argument {index}"
+            raise TypeError(f"{self!r}: {what} has dtype {array.dtype}, which IREE cannot take; "
+                            f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
+        if self._host_memory and array.nbytes and array.ctypes.data % ALIGNMENT == 0 and \
+                array.flags.c_contiguous:
+            buffer = self._allocator.import_host_allocation(array, self._import_memory, self._upload_usage)
+            count("import", array.nbytes, label)
+            if in_place is not None:
+                in_place.append(array)
+            return self._BufferView(buffer, array.shape, int(element_type))
+        view = self._allocator.allocate_buffer_copy(memory_type=self._upload_memory,
+                                                    allowed_usage=self._upload_usage, device=self._device,
+                                                    buffer=array, element_type=element_type)
+        count("upload", array.nbytes, label)
+        return view
+
+    def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str) -> Any:
         rt = _rt()
         shape = tuple(view.shape)
-        raw = rt.HalElementType.map_to_dtype(view.element_type)
+        raw = np.dtype(rt.HalElementType.map_to_dtype(view.element_type))
+        if view.element_type == rt.HalElementType.BOOL_8:
+            raw = np.dtype(np.bool_)
         if dtype is None:
-            dtype = np.dtype(np.bool_) if view.element_type == rt.HalElementType.BOOL_8 else np.dtype(raw)
-        nbytes = view.byte_length
-        if nbytes == 0:
+            dtype = raw
+        if not self._host_memory:
+            if keep:
+                return DeviceArray(view, self.driver, shape, dtype, raw)
+            return from_storage(download(view, self.driver, shape, raw, label, self), dtype)
+        if view.byte_length == 0:
             return np.zeros(shape, dtype)
-        buffer = view.get_buffer()
-        if self._is_mappable(rt, buffer):
-            host = buffer.map().asarray([nbytes], _BYTE).copy()
-        else:
-            host = self._staged_copy(rt, buffer, nbytes)
-        if dtype == np.bool_:
-            return (host != 0).reshape(shape)
-        return host.view(dtype).reshape(shape)
+        host = _MappedArray.of(view, shape, raw, self.driver)
+        for a in in_place:  # a result IREE passed through from an input: a copy, as eager gives
+            if np.shares_memory(host, a):
+                host = host.copy()
+                break
+        if raw == dtype:
+            return host
+        if raw.itemsize == dtype.itemsize and raw.kind in "biu" and dtype.kind in "biu":
+            return host.view(dtype)  # IREE's signless integers, read as the declared dtype
+        return from_storage(host, dtype)
 
-    @staticmethod
-    def _is_mappable(rt: Any, buffer: Any) -> bool:
-        visible = int(rt.MemoryType.HOST_VISIBLE)
-        scoped = int(rt.BufferUsage.MAPPING_SCOPED)
-        return (buffer.memory_type() & visible) == visible and (buffer.allowed_usage() & scoped) == scoped
 
-    def _staged_copy(self, rt: Any, source: Any, nbytes: int) -> np.ndarray:
-        # Device-local buffers (Vulkan, CUDA) cannot be mapped; importing host memory fails on
-        # lavapipe (minImportedHostPointerAlignment 4096), so copy into a host-visible staging
-        # buffer on the device queue and map that.
-        device = self._device
-        staging = self._allocator.allocate_buffer(
-            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
-            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
-            allocation_size=nbytes)
-        semaphore = device.create_semaphore(0)
-        device.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
-                          signal_semaphores=rt.HalFence.create_at(semaphore, 1))
-        rt.HalFence.create_at(semaphore, 1).wait()
-        return staging.map().asarray([nbytes], _BYTE).copy()
+class _MappedArray:
+    """The numpy array interface of a mapped CPU result buffer, as bytes: arrays viewing it
+    keep the mapping and the buffer alive."""
+
+    __slots__ = ("__array_interface__", "_mapping", "_view", "driver", "__weakref__")
+
+    def __init__(self, view: Any, mapping: Any, pointer: int, nbytes: int, driver: str):
+        self._view = view
+        self._mapping = mapping
+        self.driver = driver
+        _mapped.add(self)
+        self.__array_interface__ = {"data": (pointer, False), "shape": (nbytes,), "typestr": "|u1",
+                                    "version": 3}
+
+    @classmethod
+    def of(cls, view: Any, shape: tuple, dtype: np.dtype, driver: str) -> np.ndarray:
+        nbytes = view.byte_length
+        mapping = view.get_buffer().map()
+        flat = mapping.asarray([nbytes], _BYTE)
+        raw = np.asarray(cls((view, flat), mapping, flat.ctypes.data, nbytes, driver))
+        return raw.view(dtype).reshape(shape)  # (numpy cannot name ml_dtypes' bfloat16 in an interface)
+
+
+def download(view: Any, driver: str, shape: tuple, raw: np.dtype, label: str | None = None,
+             program: Program | None = None) -> np.ndarray:
+    """The contents of a device buffer view as a new host array of element type ``raw``
+    (counted as a download)."""
+    rt = _rt()
+    nbytes = view.byte_length
+    if nbytes == 0:
+        return np.zeros(shape, raw)
+    buffer = view.get_buffer()
+    if _is_mappable(rt, buffer):
+        host = buffer.map().asarray([nbytes], _BYTE).copy()
+    else:
+        host = _staged_copy(rt, get_device(driver), buffer, nbytes)
+    count("download", nbytes, label)
+    if raw == np.bool_:
+        return (host != 0).reshape(shape)
+    return host.view(raw).reshape(shape)
+
+
+def _is_mappable(rt: Any, buffer: Any) -> bool:
+    visible = int(rt.MemoryType.HOST_VISIBLE)
+    scoped = int(rt.BufferUsage.MAPPING_SCOPED)
+    return (buffer.memory_type() & visible) == visible and (buffer.allowed_usage() & scoped) == scoped
+
+
+def _staged_copy(rt: Any, device: Any, source: Any, nbytes: int) -> np.ndarray:
+    # Device-local buffers (Vulkan, CUDA) cannot be mapped; importing host memory fails on
+    # lavapipe (minImportedHostPointerAlignment 4096), so copy into a host-visible staging
+    # buffer on the device queue and map that.
+    staging = device.allocator.allocate_buffer(
+        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+        allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+        allocation_size=nbytes)
+    semaphore = device.create_semaphore(0)
+    device.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+                      signal_semaphores=rt.HalFence.create_at(semaphore, 1))
+    rt.HalFence.create_at(semaphore, 1).wait()
+    return staging.map().asarray([nbytes], _BYTE).copy()
+
+
+# -- device copies of host arrays kept between calls ------------------------------------------------
+
+_resident: dict[tuple[str, int, str], tuple[weakref.ref, Any]] = {}
+
+
+def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None, label: str | None,
+                  index: int | None = None) -> Any:
+    """The device copy of host ``array`` on ``program``'s device, made on first use and kept
+    while the array lives (a tensor's storage never changes in place; see storage.py)."""
+    if program._host_memory and array.ctypes.data % ALIGNMENT == 0 and array.nbytes:
+        return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
+    key = (program.driver, id(array), "" if storage is None else storage.str)
+    with _lock:
+        hit = _resident.get(key)
+        if hit is not None and hit[0]() is array:
+            return hit[1]
+    view = program.upload(array, storage, label, None, index)
+    try:
+        ref = weakref.ref(array, lambda _r, key=key: _resident.pop(key, None))
+    except TypeError:
+        return view
+    with _lock:
+        _resident[key] = (ref, view)
+    return view
+
+
+def to_device(array: np.ndarray, driver: str) -> DeviceArray:
+    """Host ``array`` copied to the device of GPU driver ``driver`` (``Tensor.to``)."""
+    rt = _rt()
+    name = normalize_driver(driver)
+    array = np.asarray(array, order="C")
+    storage = storage_dtype(name, array.dtype)
+    wide = to_storage(array, storage)
+    device = get_device(name)
+    element_type = rt.dtypes.map_dtype_to_hal_element_type(wide.dtype)
+    view = device.allocator.allocate_buffer_copy(memory_type=int(rt.MemoryType.DEVICE_LOCAL),
+                                                 allowed_usage=int(rt.BufferUsage.DEFAULT), device=device,
+                                                 buffer=wide, element_type=element_type)
+    count("upload", wide.nbytes)
+    return DeviceArray(view, name, array.shape, array.dtype, storage)
 
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str = "local-task", *,
@@ -379,15 +530,38 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str
 
 def release_all() -> None:
     """Close every Program and drop the cached devices and VM instance, so no runtime object
-    outlives the interpreter (nanobind reports those as "leaked" at exit)."""
+    outlives the interpreter (nanobind reports those as "leaked" at exit). A CPU device whose
+    result buffers are still viewed by live numpy arrays stays: its buffers must not outlive it."""
     global _instance
     with _lock:
+        release_device_arrays()
+        _resident.clear()
         for program in list(_programs):
             program.close()
-        _devices.clear()
-        _instance = None
+        gc.collect()
+        busy = {h.driver for h in list(_mapped)}
+        for name in [n for n in _devices if n not in busy]:
+            del _devices[name]
+        if not busy:
+            _instance = None
+            libs = sys.modules.get("iree._runtime_libs._runtime")  # (not loaded: nothing to clear)
+            clear = getattr(libs, "clear_hal_driver_cache", None)  # IREE's cached HalDrivers
+            if clear is not None:
+                clear()
     gc.collect()
 
 
-atexit.register(release_all)
+def _at_exit() -> None:
+    """Interpreter exit: the buffers of CPU results still viewed by numpy arrays are released
+    now, while IREE's module is alive. Python may free those arrays after IREE's module is
+    gone (say, from the globals of a class defined in ``__main__``), and a buffer released then
+    crashes the interpreter; at this point no more Python code reads them (atexit handlers
+    registered after tensorplay ran first)."""
+    for holder in list(_mapped):
+        holder._view = holder._mapping = None
+    _mapped.clear()
+    release_all()
+
+
+atexit.register(_at_exit)
 

@@ -30,10 +30,10 @@ from .modes import compile_flags, validate_options
 from .probe import (LOCAL_TASK_MIN_CPUS, LOCAL_TASK_MIN_WORK, capabilities, choose_cpu_driver, cuda_target_for,
                     graph_work, usable_cpus)
 from .targets import TARGETS, IreeTarget
-from .widening import Widened, widen_io, with_casts
+from .widening import Widened, widen_io
 
 __all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
-           "get_iree_backend", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
+           "get_iree_backend", "bind", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
            "choose_cpu_driver", "cuda_target_for", "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK",
            "LOCAL_TASK_MIN_CPUS"]
 
@@ -307,9 +307,7 @@ class IreeBackend:
         if self.spec.driver_by_work:
             _log.info("%s: graph %r runs on %s (estimated work %.1e, %d usable cpus)", self.name, graph.name,
                       driver, probe.graph_work(graph), probe.usable_cpus())
-        program = Program(vmfb, driver, name=graph.name)
-        fn = program.function(graph.name, [v.type.dtype.np_dtype for v in graph.outputs])
-        return with_casts(fn, prepared)
+        return bind(Program(vmfb, driver, name=graph.name), prepared)
 
     def __call__(self, graph: Graph, example_inputs: Sequence[Any] = (), options: Mapping[str, Any] | None = None,
                  ) -> Callable[..., list]:
@@ -318,6 +316,17 @@ class IreeBackend:
         prepared = self.prepare(graph)
         vmfb = self._compile(prepared.graph, options)
         return self._load(vmfb, prepared, options)
+
+
+def bind(program: Any, prepared: Widened, name: str | None = None, results: str = "auto") -> Any:
+    """Function ``name`` (the graph's) of a loaded program as a runner of ``prepared``'s
+    original graph: results keep the graph's dtypes (a widened one is how the device stores
+    the original) and stay on a GPU device when an argument was there (runtime.Function)."""
+    graph = prepared.graph
+    casts = prepared.output_casts or (None,) * len(graph.outputs)
+    return program.function(name or graph.name, [c if c is not None else v.type.dtype.np_dtype
+                                                 for v, c in zip(graph.outputs, casts)],
+                            storage=prepared.input_casts or None, results=results)
 
 
 _backends: dict[str, IreeBackend] = {}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...runtime.program import BACKEND_DRIVERS
+from ...runtime.storage import WIDE_STORAGE
 from .base import ALL_DTYPE_NAMES
 
 __all__ = ["IreeTarget", "TARGETS", "target_of"]
@@ -123,8 +124,7 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # sub-32-bit tensors live in 32-bit words; one crossing the function boundary loses
                # its tail when its byte size is not a multiple of 4 (the partial last word is out of
                # the buffer's range; seen on lavapipe), so they travel as 32-bit values
-               io_widening={"bool": "int32", "uint8": "int32", "int8": "int32", "int16": "int32",
-                            "bfloat16": "float32"}),
+               io_widening=WIDE_STORAGE["vulkan"]),
     IreeTarget("iree-cuda", "cuda", "gpu", ALL_DTYPE_NAMES,
                "IREE CUDA (PTX) code for the NVIDIA GPU's compute capability",
                "needs an NVIDIA GPU with its driver (libcuda.so); without one, "

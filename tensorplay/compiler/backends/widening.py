@@ -1,7 +1,9 @@
 """Widening a graph's inputs and outputs for a target that cannot pass some dtypes across
 its function boundary (IREE's Vulkan target: sub-32-bit tensors, see ``io_widening`` in
 :mod:`.targets`). The widened graph takes and returns the wider dtypes and casts inside;
-the host converts arrays on the way in and out (exact for all values)."""
+those are the dtypes the runtime keeps such tensors in on that device
+(``runtime.storage.WIDE_STORAGE``), and host arrays are converted on upload and download
+(exact for all values)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 
 from ...dialects.tp.graph import Graph
 
-__all__ = ["Widened", "widen_io", "with_casts"]
+__all__ = ["Widened", "widen_io"]
 
 
 @dataclass(frozen=True)
@@ -63,19 +65,3 @@ def widen_io(graph: Graph, widening: Mapping[str, str]) -> Widened:
         output_casts.append(None if to is None else v.type.dtype.np_dtype)
     w.set_outputs(outputs)
     return Widened(w, tuple(input_casts), tuple(output_casts))
-
-
-def with_casts(fn: Callable[..., list], widened: Widened) -> Callable[..., list]:
-    """``fn`` (which runs ``widened.graph``) called with and returning the original dtypes."""
-    if not widened.input_casts and not widened.output_casts:
-        return fn
-    input_casts, output_casts = widened.input_casts, widened.output_casts
-
-    def run(*arrays: Any) -> list[np.ndarray]:
-        arrays = tuple(a if c is None else np.asarray(a).astype(c) for a, c in zip(arrays, input_casts))
-        results = fn(*arrays)
-        return [r if c is None else (r != 0 if c == np.bool_ else r.astype(c))
-                for r, c in zip(results, output_casts)]
-
-    run.program = getattr(fn, "program", None)  # type: ignore[attr-defined]
-    return run

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
+from ...runtime.program import Function, to_device
+from ...runtime.storage import DeviceArray
 from ...dialects.tp.graph import Graph, Node, Value
 from .._logging import get_logger
 from ..errors import GraphCaptureError
@@ -57,7 +59,25 @@ class Backend:
         if not callable(run):
             raise TypeError(f"backend {self.label!r} returned {type(run).__name__}, not a callable "
                             f"run(*arrays) -> list of arrays")
-        return run
+        return run if isinstance(run, Function) else _on_host(run)
+
+
+def _on_host(run: Runner) -> Runner:
+    """A backend's ``run`` that takes numpy arrays (the backend convention), called with device
+    arrays too: those are copied to the host, and the results go back to their device."""
+
+    def on_host(*arrays: Any) -> list:
+        driver = None
+        if any(type(a) is DeviceArray for a in arrays):
+            driver = next(a.driver for a in arrays if type(a) is DeviceArray)
+            arrays = tuple(a.to_host() if type(a) is DeviceArray else a for a in arrays)
+        results = run(*arrays)
+        if driver is None:
+            return results
+        return [r if type(r) is DeviceArray else to_device(np.asarray(r), driver) for r in results]
+
+    on_host.__wrapped__ = run  # type: ignore[attr-defined]
+    return on_host
 
 
 def check_native(graph: Graph) -> None:

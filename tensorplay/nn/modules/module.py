@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._device import as_device
+from ..._device import as_device, driver_of
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
 from ...dialects.tp import dtypes as dt
@@ -666,19 +666,23 @@ class Module:
                     device = as_device(arg)
                 except (TypeError, ValueError):
                     dtype = dt.as_dtype(arg)
+        if dtype is not None:
+            dtype = dt.as_dtype(dtype)
+            if not dtype.is_floating_point:
+                raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
+                                f"desired dtype={dtype!r}")
         if device is not None:
             target = as_device(device)
             if target.type != "cpu":
-                raise ValueError(
-                    f"eager modules live on the host; cannot move one to {target}. Compile it with "
-                    f"tp.compiler.compile(model, backend='iree-{target.type}') to run it on that device")
+                driver_of(target)  # a device tensors can live on (a clear error otherwise)
+            if any(t.device != target for t in self._tensors()):
+                self._apply(lambda t: t._moved(target))
         if dtype is None:
             return self
-        dtype = dt.as_dtype(dtype)
-        if not dtype.is_floating_point:
-            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got "
-                            f"desired dtype={dtype!r}")
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+    def _tensors(self) -> list[Tensor]:
+        return [*(p for p in self.parameters()), *(b for b in self.buffers())]
 
     def _cast_floating(self, dtype: dt.DType) -> Module:
         return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
@@ -701,7 +705,12 @@ class Module:
         return self._apply(lambda t: t.to(dtype))
 
     def cpu(self) -> Module:
-        return self
+        """Parameters and buffers moved to the host."""
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> Module:
+        """Parameters and buffers moved to the CUDA GPU."""
+        return self.to("cuda" if device is None else device)
 
     def share_memory(self) -> Module:
         return self

@@ -1,0 +1,286 @@
+"""Where tensor data lives, and what moving it costs.
+
+A tensor's storage is a host numpy array or a :class:`DeviceArray`: an IREE buffer on the
+HAL device of one runtime driver (``vulkan``, ``cuda``, ``hip``). The CPU drivers
+(``local-sync``, ``local-task``) share the host's memory, so their programs take host arrays
+without a copy where IREE's alignment allows it (:data:`ALIGNMENT`) and return numpy views of
+their result buffers; only the GPU drivers have device arrays.
+
+Every copy between the host and a device is counted (:func:`stats`, :func:`reset_stats`):
+bytes and buffers uploaded and downloaded, in total and per program, and the host arrays a
+CPU program read in place (``imports``). ``TENSORPLAY_LOGS=perf`` shows them per call.
+
+Storage is immutable: tensorplay's in-place operations give a tensor a new storage, so a
+storage's identity is its version. :func:`resident_view` keeps one device copy of a host
+array for as long as the array lives (module weights: uploaded once per device); an array
+whose memory is shared with code outside tensorplay (``Tensor.numpy()``, ``np.asarray(t)``,
+``tp.from_numpy``, DLPack) can change behind tensorplay's back, so it is never cached and is
+uploaded on every call instead (:func:`mark_shared`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ALIGNMENT", "DeviceArray", "TransferStats", "stats", "reset_stats", "mark_shared", "is_shared",
+           "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
+
+#: the byte alignment IREE's CPU code assumes of its buffers; host arrays that have it are
+#: passed to CPU programs in place, others are copied into an aligned buffer
+ALIGNMENT = 64
+
+#: the CPU runtime drivers: their buffers are host memory
+HOST_DRIVERS = ("local-sync", "local-task")
+
+#: dtypes a driver keeps in a wider element type (dtype name -> dtype name): IREE's Vulkan code
+#: keeps sub-32-bit tensors in 32-bit words and one crossing a function boundary loses its tail
+#: when its byte size is not a multiple of 4, so on Vulkan they are stored as 32-bit values
+#: (the compiler widens the inputs and outputs of Vulkan programs to match)
+WIDE_STORAGE: dict[str, dict[str, str]] = {
+    "vulkan": {"bool": "int32", "uint8": "int32", "int8": "int32", "int16": "int32", "bfloat16": "float32"},
+}
+
+#: the tensorplay device type of each GPU runtime driver
+_DEVICE_TYPES = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}
+
+_lock = threading.RLock()
+_live: weakref.WeakSet = weakref.WeakSet()  # every DeviceArray, for release at exit
+
+
+def is_host_driver(driver: str) -> bool:
+    return driver in HOST_DRIVERS
+
+
+def device_name(driver: str) -> str:
+    """The tensorplay device (``cpu``, ``vulkan:0``, ``cuda:0``, ``hip:0``) of a runtime driver."""
+    if driver in HOST_DRIVERS:
+        return "cpu"
+    return f"{_DEVICE_TYPES.get(driver, driver)}:0"
+
+
+def storage_dtype(driver: str, dtype: np.dtype) -> np.dtype:
+    """The element type ``driver`` keeps a tensor of ``dtype`` in."""
+    wide = WIDE_STORAGE.get(driver)
+    name = wide.get(np.dtype(dtype).name) if wide else None  # numpy's names are tensorplay's
+    return np.dtype(dtype) if name is None else np.dtype(name)
+
+
+# -- transfer accounting -------------------------------------------------------------------------
+
+@dataclass
+class TransferStats:
+    """Copies between the host and devices: ``uploads`` buffers of ``upload_bytes`` bytes went
+    host->device, ``downloads`` of ``download_bytes`` device->host; ``imports`` host arrays a
+    CPU program read in place (no copy). ``by_program`` holds the same figures per program."""
+
+    uploads: int = 0
+    upload_bytes: int = 0
+    downloads: int = 0
+    download_bytes: int = 0
+    imports: int = 0
+    by_program: dict[str, TransferStats] = field(default_factory=dict)
+
+    def _add(self, kind: str, nbytes: int) -> None:
+        if kind == "upload":
+            self.uploads += 1
+            self.upload_bytes += nbytes
+        elif kind == "download":
+            self.downloads += 1
+            self.download_bytes += nbytes
+        else:
+            self.imports += 1
+
+    def copy(self) -> TransferStats:
+        return TransferStats(self.uploads, self.upload_bytes, self.downloads, self.download_bytes, self.imports,
+                             {k: v.copy() for k, v in self.by_program.items()})
+
+    def __sub__(self, other: TransferStats) -> TransferStats:
+        out = TransferStats(self.uploads - other.uploads, self.upload_bytes - other.upload_bytes,
+                            self.downloads - other.downloads, self.download_bytes - other.download_bytes,
+                            self.imports - other.imports)
+        for name, s in self.by_program.items():
+            d = s - other.by_program.get(name, TransferStats())
+            if d.uploads or d.downloads or d.imports:
+                out.by_program[name] = d
+        return out
+
+    def summary(self) -> str:
+        return (f"{self.uploads} uploads ({_bytes(self.upload_bytes)}), {self.downloads} downloads "
+                f"({_bytes(self.download_bytes)}), {self.imports} host arrays read in place")
+
+    def __str__(self) -> str:
+        lines = [f"{'program':<32} {'uploads':>8} {'up bytes':>10} {'downloads':>9} {'down bytes':>10} "
+                 f"{'in place':>8}"]
+        for name, s in sorted(self.by_program.items()):
+            lines.append(f"{name:<32} {s.uploads:>8} {_bytes(s.upload_bytes):>10} {s.downloads:>9} "
+                         f"{_bytes(s.download_bytes):>10} {s.imports:>8}")
+        lines.append(f"{'total':<32} {self.uploads:>8} {_bytes(self.upload_bytes):>10} {self.downloads:>9} "
+                     f"{_bytes(self.download_bytes):>10} {self.imports:>8}")
+        return "\n".join(lines)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024 or unit == "MiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+_totals = TransferStats()
+#: "tensors" stands for transfers outside any program: moving tensors, reading them
+OUTSIDE = "tensors"
+
+
+def count(kind: str, nbytes: int, program: str | None = None) -> None:
+    """Record one ``upload``, ``download`` or ``import`` of ``nbytes`` bytes."""
+    with _lock:
+        _totals._add(kind, nbytes)
+        name = program or OUTSIDE
+        per = _totals.by_program.get(name)
+        if per is None:
+            per = _totals.by_program[name] = TransferStats()
+        per._add(kind, nbytes)
+
+
+def stats() -> TransferStats:
+    """A snapshot of the transfer counters since the start or the last :func:`reset_stats`."""
+    with _lock:
+        return _totals.copy()
+
+
+def reset_stats() -> None:
+    """Set the transfer counters to zero."""
+    global _totals
+    with _lock:
+        _totals = TransferStats()
+
+
+# -- host arrays shared with code outside tensorplay ---------------------------------------------
+
+_shared: dict[int, weakref.ref] = {}
+
+
+def mark_shared(array: np.ndarray) -> None:
+    """``array``'s memory is reachable from outside tensorplay (it was handed out or wrapped):
+    it may change without a new storage, so device copies of it are not cached."""
+    key = id(array)
+    with _lock:
+        ref = _shared.get(key)
+        if ref is not None and ref() is array:
+            return
+        try:
+            _shared[key] = weakref.ref(array, lambda _r, key=key: _shared.pop(key, None))
+        except TypeError:  # not weak-referenceable: nothing will cache it either
+            pass
+
+
+def is_shared(array: np.ndarray) -> bool:
+    """Whether ``array`` or an array it views was marked by :func:`mark_shared`."""
+    a: Any = array
+    while isinstance(a, np.ndarray):
+        ref = _shared.get(id(a))
+        if ref is not None and ref() is a:
+            return True
+        a = a.base
+    return False
+
+
+# -- device arrays ---------------------------------------------------------------------------------
+
+def release_device_arrays() -> None:
+    """Drop the buffers of every live device array (at interpreter exit, before the devices
+    go: a buffer must not outlive its device). Reading one afterwards is an error."""
+    for a in list(_live):
+        a.view = None
+
+
+class DeviceArray:
+    """An IREE buffer view on a GPU driver's device holding one tensor: ``shape`` and
+    ``dtype`` (the tensor's numpy dtype), ``storage`` (the element type of the buffer, wider
+    than ``dtype`` where :data:`WIDE_STORAGE` says so). Immutable; :meth:`to_host` copies it
+    to a numpy array once and keeps that copy."""
+
+    __slots__ = ("view", "driver", "shape", "dtype", "storage", "_host", "__weakref__")
+
+    def __init__(self, view: Any, driver: str, shape: tuple[int, ...], dtype: np.dtype, storage: np.dtype):
+        self.view = view
+        self.driver = driver
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.storage = np.dtype(storage)
+        self._host: np.ndarray | None = None
+        _live.add(self)
+
+    @property
+    def device(self) -> str:
+        return device_name(self.driver)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.storage.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def to_host(self, program: str | None = None) -> np.ndarray:
+        """The values as a host numpy array (downloaded on the first call, then kept)."""
+        host = self._host
+        if host is None:
+            from .program import download
+
+            host = download(self.view, self.driver, self.shape, self.storage, program)
+            host = from_storage(host, self.dtype)
+            host.flags.writeable = False  # the device copy is the tensor; this is a snapshot
+            self._host = host
+        return host
+
+    def host_copy(self) -> np.ndarray:
+        """A new, writeable host array of the values (a download unless one was kept)."""
+        if self._host is not None:
+            return self._host.copy()
+        from .program import download
+
+        return from_storage(download(self.view, self.driver, self.shape, self.storage), self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        host = self.to_host()
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            return host.astype(dtype)
+        return host.copy()
+
+    def __repr__(self) -> str:
+        return f"<DeviceArray {list(self.shape)} {self.dtype} on {self.device}>"
+
+
+def to_storage(array: np.ndarray, storage: np.dtype) -> np.ndarray:
+    """A host array converted to the element type a device keeps it in."""
+    if array.dtype == storage:
+        return array
+    return array.astype(storage)
+
+
+def from_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A host array read from a device buffer of a wider element type, as ``dtype``."""
+    if array.dtype == dtype:
+        return array
+    if dtype == np.bool_:
+        return np.asarray(array != 0)
+    return np.asarray(array.astype(dtype))
