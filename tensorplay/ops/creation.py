@@ -10,6 +10,7 @@ import numpy as np
 from .._device import as_device, driver_of
 from .._dispatch import apply
 from .._tensor import Tensor
+from ..runtime.storage import mark_shared
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.symbolic import SymInt
 from ._helpers import int_tuple, is_scalar
@@ -105,6 +106,8 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     if dtype is not None:
         array = _convert(array, dt.as_dtype(dtype))
     dt.from_numpy_dtype(array.dtype)
+    if array is data:  # the caller's own array, shared (runtime.storage.mark_shared)
+        mark_shared(array)
     return placed(Tensor._wrap(array), device)
 
 
@@ -116,6 +119,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy(): expected np.ndarray (got {type(array).__name__})")
     dt.from_numpy_dtype(array.dtype)
+    mark_shared(array)  # the caller writes through it: no device copy of it may be kept
     return Tensor._wrap(array)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import gc
 import io
+import logging
 import os
 import re
 import sys
@@ -41,6 +42,8 @@ DRIVER_ALIASES = {"cpu": BACKEND_DRIVERS["iree-cpu"][0], "rocm": BACKEND_DRIVERS
                   **{backend: drivers[0] for backend, drivers in BACKEND_DRIVERS.items()}}
 
 _BYTE = np.dtype(np.uint8)
+#: the compiler's perf channel (TENSORPLAY_LOGS=perf): each call's transfers, per new pattern
+_perf = logging.getLogger("tensorplay.compiler.perf")
 _lock = threading.RLock()
 _instance: Any = None
 _devices: dict[str, Any] = {}
@@ -148,7 +151,7 @@ class Function:
     on the device between calls (module weights)."""
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "resident", "results", "label",
-                 "_vm_function", "_n_results")
+                 "_vm_function", "_n_results", "_logged")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
                  storage: Sequence[Any] | None = None, resident: Sequence[int] = (), results: str = "host"):
@@ -163,6 +166,7 @@ class Function:
         self.resident = frozenset(resident)
         self.results = results
         self.label = program.name or name
+        self._logged: set = set()  # transfer patterns already logged (TENSORPLAY_LOGS=perf)
 
     def __call__(self, *arrays: Any) -> list[Any]:
         return self.program._invoke(self, arrays)
@@ -318,6 +322,11 @@ class Program:
         return fn
 
     def _invoke(self, fn: Function, arrays: Sequence[Any]) -> list[Any]:
+        if _perf.isEnabledFor(logging.INFO):
+            return _logged_call(self, fn, arrays)
+        return self._call(fn, arrays)
+
+    def _call(self, fn: Function, arrays: Sequence[Any]) -> list[Any]:
         self._check_open()
         vm_function = fn._vm_function
         args = self._VariantList(len(arrays))
@@ -333,8 +342,12 @@ class Program:
                 continue
             a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
             storage = fn.storage[i] if fn.storage is not None and i < len(fn.storage) else None
-            if i in fn.resident and not is_shared(a):
-                view = resident_view(self, a, storage, fn.label, i)
+            if i in fn.resident:
+                if not is_shared(a):
+                    view = resident_view(self, a, storage, fn.label, i)
+                else:
+                    _note_shared(fn, i)
+                    view = self.upload(a, storage, fn.label, in_place, i)
             else:
                 view = self.upload(a, storage, fn.label, in_place, i)
             args.push_ref(view)
@@ -407,6 +420,31 @@ class Program:
         if raw.itemsize == dtype.itemsize and raw.kind in "biu" and dtype.kind in "biu":
             return host.view(dtype)  # IREE's signless integers, read as the declared dtype
         return from_storage(host, dtype)
+
+
+def _note_shared(fn: Function, index: int) -> None:
+    if ("shared", index) not in fn._logged and _perf.isEnabledFor(logging.INFO):
+        fn._logged.add(("shared", index))
+        _perf.info("@%s: input %d (a module weight or captured tensor) shares its memory with a numpy "
+                   "array handed out by Tensor.numpy(), np.asarray(tensor), tp.from_numpy or DLPack, so "
+                   "it is copied to the device on every call (a write through that array would not be "
+                   "seen otherwise); move the model to the device (model.to(...)) to keep it there",
+                   fn.name, index)
+
+
+def _logged_call(program: Program, fn: Function, arrays: Sequence[Any]) -> list[Any]:
+    """A call that logs what it moved between host and device, once per pattern."""
+    from .storage import TransferStats, stats
+
+    before = stats().by_program.get(fn.label, TransferStats())
+    out = program._call(fn, arrays)
+    after = stats().by_program.get(fn.label, TransferStats())
+    moved = after - before
+    pattern = (moved.uploads, moved.upload_bytes, moved.downloads, moved.download_bytes, moved.imports)
+    if pattern not in fn._logged and len(fn._logged) < 16:
+        fn._logged.add(pattern)
+        _perf.info("call of @%s on %s: %s", fn.name, program.driver, moved.summary())
+    return out
 
 
 class _MappedArray:

@@ -1,0 +1,356 @@
+"""Device-resident tensors (docs/devices.md): tensors on a GPU device, what moves between the
+host and a device and when (proved with ``runtime.stats()``), module weights kept on the
+device, eager ops on device tensors, and CPU programs reading host arrays in place.
+
+The device tests run on every GPU device IREE can open here (lavapipe's Vulkan device in CI,
+CUDA where there is a GPU) and skip with the runtime's reason elsewhere.
+``TENSORPLAY_DEVICE_SWEEP=full`` runs the eager sweep over the whole op table.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay import runtime
+from tensorplay.compiler.backends import device_ops
+from tensorplay.examples.models import GPTConfig, build_cnn, build_gpt
+from tensorplay.runtime import storage
+
+#: the GPU device of each IREE backend that keeps tensors on a device
+DEVICES = {"iree-vulkan": "vulkan", "iree-cuda": "cuda"}
+
+
+@pytest.fixture(params=list(DEVICES))
+def backend_name(request):
+    caps = tp.compiler.get_backend_capabilities(request.param)
+    if not caps.available:
+        pytest.skip(f"{request.param} is unavailable here: {caps.reason}")
+    return request.param
+
+
+@pytest.fixture
+def dev(backend_name):
+    return DEVICES[backend_name]
+
+
+def _moved(before: runtime.TransferStats) -> runtime.TransferStats:
+    return runtime.stats() - before
+
+
+def _logits(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _gpt():
+    tp.manual_seed(0)
+    model = build_gpt(tp, GPTConfig()).eval()
+    idx = tp.randint(0, GPTConfig.vocab_size, (2, GPTConfig.block_size))
+    return model, idx
+
+
+def _mlp():
+    tp.manual_seed(1)
+    return tp.nn.Sequential(tp.nn.Linear(12, 32), tp.nn.GELU(), tp.nn.Linear(32, 5)).eval(), tp.randn(3, 12)
+
+
+def _cnn():
+    tp.manual_seed(2)
+    return build_cnn(tp).eval(), tp.randn(2, 1, 12, 12)
+
+
+# -- host only ---------------------------------------------------------------------------------
+
+def test_device_names_follow_pytorch():
+    assert tp.device("hip") == tp.device("rocm") and str(tp.device("rocm:0")) == "hip:0"
+    assert tp.device("cuda", 0) == tp.device("cuda:0") != tp.device("cuda")
+    with pytest.raises(ValueError, match="unknown device type 'tpu'"):
+        tp.device("tpu")
+    t = tp.randn(3)
+    assert t.device == tp.device("cpu") and not t.is_cuda
+    assert t.to("cpu") is t and t.cpu() is t and t.to("cpu", copy=True) is not t
+    with pytest.raises(ValueError, match="only device index 0"):
+        t.to("vulkan:1")
+
+
+def test_memory_handed_out_is_marked_shared():
+    t = tp.randn(4)
+    assert not storage.is_shared(t._data)
+    t.numpy()
+    assert storage.is_shared(t._data)
+    u = tp.randn(4)
+    np.asarray(u, copy=True)  # a copy shares nothing
+    assert not storage.is_shared(u._data)
+    np.asarray(u)
+    assert storage.is_shared(u._data)
+    a = np.ones(3, np.float32)
+    assert storage.is_shared(tp.from_numpy(a)._data) and storage.is_shared(tp.as_tensor(a)._data)
+    assert not storage.is_shared(tp.tensor(a)._data)
+    assert storage.is_shared(a[1:])  # a view of a shared array
+
+
+def test_transfer_stats_add_up():
+    runtime.reset_stats()
+    storage.count("upload", 100, "f")
+    storage.count("download", 8, "f")
+    before = runtime.stats()
+    storage.count("import", 64, "g")
+    storage.count("upload", 4)
+    moved = runtime.stats() - before
+    assert (moved.uploads, moved.upload_bytes, moved.imports) == (1, 4, 1)
+    assert set(moved.by_program) == {"g", storage.OUTSIDE}
+    total = runtime.stats()
+    assert (total.uploads, total.upload_bytes, total.downloads, total.download_bytes) == (2, 104, 1, 8)
+    assert "total" in str(total) and "f" in str(total)
+    runtime.reset_stats()
+    assert runtime.stats().uploads == 0
+
+
+# -- CPU programs --------------------------------------------------------------------------------
+
+def _aligned(shape, dtype=np.float32):
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + storage.ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data) % storage.ALIGNMENT
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
+@pytest.mark.iree
+def test_cpu_programs_read_inputs_in_place_and_return_views():
+    model, x = _mlp()
+    compiled = tp.compiler.compile(model, backend="iree-cpu")
+    compiled(x)
+    a = _aligned(tuple(x.shape))
+    a[...] = np.asarray(x)
+    before = runtime.stats()
+    y = compiled(tp.from_numpy(a))
+    moved = _moved(before)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert moved.upload_bytes < weight_bytes and moved.downloads == 0 and moved.imports >= 1
+    # the aligned input was read where it is; the result is a view of IREE's buffer
+    assert moved.upload_bytes <= weight_bytes - a.nbytes or moved.imports >= 1
+    assert y._data.base is not None and y.device == tp.device("cpu")
+    np.testing.assert_allclose(np.asarray(y), np.asarray(model(x)), rtol=1e-5, atol=1e-5)
+    # chaining: the view is aligned IREE memory, read in place by the next program
+    head = tp.compiler.compile(lambda t: tp.softmax(t, dim=-1), backend="iree-cpu")
+    head(y)
+    before = runtime.stats()
+    z = head(compiled(tp.from_numpy(a)))
+    moved = _moved(before)
+    assert moved.downloads == 0 and moved.upload_bytes == 0, moved
+    np.testing.assert_allclose(np.asarray(z), np.asarray(tp.softmax(model(x), dim=-1)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.iree
+def test_cpu_result_never_aliases_an_input():
+    a = _aligned((4, 4))
+    a[...] = np.arange(16).reshape(4, 4)
+    for fn in (lambda t: t.clone(), lambda t: t.reshape(16) * 1, lambda t: (t, t.clone())):
+        out = tp.compiler.compile(fn, backend="iree-cpu")(tp.from_numpy(a))
+        for o in (out if isinstance(out, tuple) else (out,)):
+            if o._data is not a:
+                assert not np.shares_memory(np.asarray(o), a)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", "iree-vulkan"])
+def test_host_weights_stay_on_the_device_and_changes_are_seen(backend):
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(caps.reason)
+    model, idx = _gpt()
+    compiled = tp.compiler.compile(model, backend=backend)
+    compiled(idx)
+    before = runtime.stats()
+    out = compiled(idx)
+    moved = _moved(before)
+    assert moved.upload_bytes <= idx.numel() * idx.element_size(), moved  # the input at most
+    if backend == "iree-cpu":
+        assert moved.downloads == 0
+    else:  # host input, host result: read back once
+        assert moved.downloads == 1 and moved.download_bytes == _logits(out).numel() * 4
+    np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
+
+    weight = model.lm_head.weight
+    with tp.no_grad():
+        weight.mul_(1.5)  # an in-place update: a new storage, uploaded once
+    before = runtime.stats()
+    out = compiled(idx)
+    moved = _moved(before)
+    if backend != "iree-cpu":
+        assert moved.upload_bytes == weight.numel() * 4 + idx.numel() * 8, moved
+    np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
+    before = runtime.stats()
+    compiled(idx)
+    assert _moved(before).upload_bytes <= idx.numel() * 8
+
+    # a write through memory handed out: never stale (that weight is copied on each call now)
+    weight.numpy()[:] = 0.25
+    out = compiled(idx)
+    np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
+
+    # load_state_dict and rebinding a parameter
+    state = {k: v * 0.5 if v.dtype.is_floating_point else v for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    out = compiled(idx)
+    np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
+    model.transformer.ln_f.weight = tp.nn.Parameter(tp.randn(GPTConfig.n_embd))
+    out = compiled(idx)
+    np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
+
+
+# -- GPU devices -------------------------------------------------------------------------------
+
+_DTYPES = (tp.bool, tp.uint8, tp.int8, tp.int16, tp.int32, tp.int64, tp.float16, tp.bfloat16, tp.float32,
+           tp.float64)
+
+
+def test_tensors_move_to_the_device_and_back(dev, rng):
+    for dtype in _DTYPES:
+        host = tp.tensor(rng.standard_normal((3, 5)) * 40, dtype=dtype)
+        runtime.reset_stats()
+        t = host.to(dev)
+        assert t.device.type == dev and t.dtype is dtype and t.shape == host.shape, dtype
+        assert runtime.stats().uploads == 1
+        back = t.cpu()
+        s = runtime.stats()
+        assert back.device == tp.device("cpu") and (s.downloads, s.download_bytes) == (1, t._data.nbytes), dtype
+        np.testing.assert_array_equal(back.numpy(), host.numpy())
+        assert t.tolist() == host.tolist() and runtime.stats().downloads == 2
+        assert f"device='{t.device}'" in repr(t)
+        np.testing.assert_array_equal(np.asarray(t), host.numpy())
+        assert runtime.stats().downloads == 2  # reads after the first use the copy it made
+        assert t[1, 2].item() == host[1, 2].item() and t[1, 2].device == t.device
+        with pytest.raises(TypeError, match=r"can't convert .* to numpy. Use Tensor.cpu\(\)"):
+            t.numpy()
+
+
+def test_factories_and_like_functions_make_device_tensors(dev):
+    assert tp.zeros(2, 3, device=dev).device.type == dev
+    assert tp.arange(5, device=dev).cpu().tolist() == [0, 1, 2, 3, 4]
+    x = tp.randn(4, device=dev)
+    assert x.device.type == dev
+    assert tp.ones_like(x).device.type == dev and tp.rand_like(x).device.type == dev
+    assert tp.zeros_like(x, device="cpu").device == tp.device("cpu")
+    assert tp.tensor([1.0, 2.0], device=dev).cpu().tolist() == [1.0, 2.0]
+
+
+def test_mixing_devices_is_pytorchs_error(dev):
+    x = tp.randn(3, 4).to(dev)
+    with pytest.raises(RuntimeError, match=rf"Expected all tensors to be on the same device.*{dev}:0 and cpu"):
+        x + tp.randn(3, 4)
+    # Python numbers and host 0-d tensors mix, as in PyTorch; so do host index tensors
+    np.testing.assert_allclose((x * 2 + tp.tensor(1.0)).cpu().numpy(), x.cpu().numpy() * 2 + 1, rtol=1e-6)
+    np.testing.assert_array_equal(x[tp.tensor([2, 0])].cpu().numpy(), x.cpu().numpy()[[2, 0]])
+
+
+def test_eager_ops_stay_on_the_device(dev):
+    x = tp.randn(8, 16)
+    d = x.to(dev)
+    runtime.reset_stats()
+    y = (d @ d.T).relu().sum(dim=1).softmax(dim=0)
+    s = runtime.stats()
+    assert y.device.type == dev and s.downloads == 0, s
+    np.testing.assert_allclose(y.cpu().numpy(), (x @ x.T).relu().sum(dim=1).softmax(dim=0).numpy(),
+                               rtol=2e-5, atol=1e-6)
+
+
+def test_ops_the_device_cannot_run_fall_back_to_the_host(backend_name, dev):
+    if backend_name != "iree-vulkan":
+        pytest.skip("only Vulkan lacks float64")
+    x = tp.randn(5, dtype=tp.float64)
+    y = x.to(dev) * 3
+    assert y.device.type == dev and y.dtype is tp.float64
+    np.testing.assert_array_equal(y.cpu().numpy(), (x * 3).numpy())
+    assert "tp.mul" in device_ops.fallbacks() and "float64" in device_ops.fallbacks()["tp.mul"]
+
+
+def _sweep_calls():
+    from tests.test_lowering_vulkan import PAIRS
+
+    if os.environ.get("TENSORPLAY_DEVICE_SWEEP", "") == "full":
+        return PAIRS
+    return PAIRS[::max(1, len(PAIRS) // 24)]  # a spread over the families
+
+
+def test_op_table_runs_eagerly_on_the_device(dev):
+    from tests.test_lowering import LOWERED_TOLERANCE
+
+    failures = []
+    for call in _sweep_calls():
+        tensors = [None if a is None else tp.Tensor._wrap(a).to(dev) for a in call.operands]
+        got = tp._dispatch.apply(call.op.name, *tensors, **call.attrs)
+        got = got if isinstance(got, tuple) else (got,)
+        want = call.op.evaluate(call.operands, call.attrs, call.result_types)
+        where = f"{call.op.name} {[None if t is None else str(t) for t in call.types]} {call.attrs}"
+        for g, w, t in zip(got, want, call.result_types):
+            if g.device.type != dev:
+                failures.append(f"{where}: result on {g.device}")
+                continue
+            r = g.cpu().numpy()
+            if r.shape != w.shape or r.dtype != w.dtype:
+                failures.append(f"{where}: got {r.dtype}{list(r.shape)}, expected {w.dtype}{list(w.shape)}")
+            elif t.dtype.is_floating_point:
+                rtol, atol = LOWERED_TOLERANCE[t.dtype]
+                if not np.allclose(r.astype(np.float64), w.astype(np.float64), rtol=rtol, atol=atol,
+                                   equal_nan=True):
+                    failures.append(f"{where}: values differ")
+            elif not np.array_equal(r, w):
+                failures.append(f"{where}: values differ")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("build", [_mlp, _gpt, _cnn], ids=["mlp", "nanogpt", "cnn"])
+def test_models_moved_to_the_device_match_host_eager(build, backend_name, dev):
+    model, x = build()
+    want = np.asarray(_logits(model(x)))
+    assert model.to(dev) is model
+    assert all(t.device.type == dev for t in [*model.parameters(), *model.buffers()])
+    xd = x.to(dev)
+    eager = _logits(model(xd))
+    assert eager.device.type == dev
+    np.testing.assert_allclose(eager.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    compiled = tp.compiler.compile(model, backend=backend_name)
+    out = _logits(compiled(xd))
+    assert out.device.type == dev
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    model.cpu()
+    assert all(t.device == tp.device("cpu") for t in model.parameters())
+    np.testing.assert_allclose(np.asarray(_logits(model(x))), want, rtol=1e-6, atol=1e-6)
+
+
+def test_compiled_calls_on_device_tensors_move_nothing(backend_name, dev):
+    model, idx = _gpt()
+    want = np.asarray(_logits(model(idx)))
+    model.to(dev)
+    compiled = tp.compiler.compile(model, backend=backend_name)
+    compiled(idx)
+    # a host input: uploaded for the call; the weights are there; the result stays there
+    before = runtime.stats()
+    out = _logits(compiled(idx))
+    moved = _moved(before)
+    assert (moved.uploads, moved.upload_bytes, moved.downloads) == (1, idx.numel() * 8, 0), moved
+    assert out.device.type == dev
+    before = runtime.stats()
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=1e-5)
+    assert _moved(before).download_bytes == out.numel() * 4  # read when the host needs it
+    # device in, device out; two chained compiled calls move no bytes through the host
+    head = tp.compiler.compile(lambda t: tp.softmax(t, dim=-1), backend=backend_name)
+    d = idx.to(dev)
+    head(_logits(compiled(d)))
+    before = runtime.stats()
+    probs = head(_logits(compiled(d)))
+    moved = _moved(before)
+    assert (moved.uploads, moved.downloads) == (0, 0), moved
+    np.testing.assert_allclose(probs.cpu().numpy(), np.asarray(tp.softmax(tp.tensor(want), dim=-1)),
+                               rtol=1e-4, atol=1e-6)
+    # an in-place update on the device: nothing to upload, the new weight is used
+    with tp.no_grad():
+        model.lm_head.weight.mul_(0.5)
+    before = runtime.stats()
+    out = _logits(compiled(d))
+    assert _moved(before).uploads == 0
+    np.testing.assert_allclose(out.cpu().numpy(), _logits(model(d)).cpu().numpy(), rtol=1e-4, atol=1e-5)
