@@ -1,12 +1,18 @@
 """Eager vs compiled timings of tensorplay, next to PyTorch eager and torch.compile.
 
-    python benchmarks/bench.py [--backend iree-cpu] [--repeats 50] [--cases chain,mlp,block,gpt] [--sweep]
+    python benchmarks/bench.py [--backend iree-cpu] [--device auto] [--repeats 50] [--cases chain,mlp,block,gpt] [--sweep]
 
 Every case is written once against the PyTorch API and built for both libraries with the same
 weights; each compiled result is checked against eager before it is timed. Steady-state times
 are medians over ``--repeats`` calls after a warm-up; compile time is the first call's wall time
 (capture + lowering + IREE compile, or a disk-cache hit on later runs). One table per run, all
 ratios from that run.
+
+With a GPU backend (``--backend iree-cuda``, ``iree-vulkan``) the model and inputs are moved to
+its device first (``--device auto``; ``--device cpu`` keeps them on the host, so each call
+uploads its inputs and reads its results back). Every table shows the bytes each compiled call
+moved between host and device (``runtime.stats()`` over the timed calls) next to what a call
+moved before tensors could live on a device (every weight and input up, every result down).
 
 ``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1..64 and sequence
 lengths 1..128 (192 calls, both sizes changing from the first call to the second), compiled
@@ -28,6 +34,7 @@ from typing import Any
 import numpy as np
 
 import tensorplay as tp
+from tensorplay import runtime
 from tensorplay.examples import GPTConfig, build_gpt
 from tensorplay.tools.demo import median_ms
 
@@ -107,7 +114,30 @@ def _built(lib: Any, case: Case):
 
 
 def _to_numpy(out: Any) -> np.ndarray:
+    if isinstance(out, tp.Tensor):
+        return np.asarray(out)  # a device tensor's values come to the host
     return np.asarray(out.detach().numpy() if hasattr(out, "detach") else out.numpy())
+
+
+#: the device of each GPU backend (--device auto)
+GPU_DEVICES = {"iree-vulkan": "vulkan", "iree-cuda": "cuda", "iree-rocm": "hip"}
+
+
+def _place(model: Any, args: tuple, device: str) -> tuple:
+    """Model weights and inputs on ``device`` (unchanged on the host)."""
+    if device == "cpu":
+        return args
+    if isinstance(model, tp.nn.Module):
+        model.to(device)
+    return tuple(a.to(device) if isinstance(a, tp.Tensor) else a for a in args)
+
+
+def _nbytes(values: Any) -> int:
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, tp.Tensor))
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:9.1f}"
 
 
 def _share_weights(torch: Any, tp_model: Any, torch_model: Any) -> None:
@@ -116,7 +146,9 @@ def _share_weights(torch: Any, tp_model: Any, torch_model: Any) -> None:
         torch_model.load_state_dict(state)
 
 
-def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout) -> bool:
+def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout, device: str = "auto") -> bool:
+    if device == "auto":
+        device = GPU_DEVICES.get(backend, "cpu")
     torch = None
     if use_torch and importlib.util.find_spec("torch") is not None:
         import torch  # type: ignore[no-redef]
@@ -125,15 +157,28 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
     rows, ok = [], True
     for key in cases:
         case = CASES[key]
-        fn, args, model = _built(tp, case)
+        fn, host_args, model = _built(tp, case)
         with tp.no_grad():
-            eager = _to_numpy(fn(*args))
-            eager_ms = median_ms(lambda: fn(*args), repeats)
+            eager = _to_numpy(fn(*host_args))
+            weights = _nbytes(model.parameters()) + _nbytes(model.buffers()) if isinstance(model, tp.nn.Module) else 0
+            args = _place(model, host_args, device)
+            eager_ms = median_ms(lambda: fn(*args), max(3, repeats // 10)) if device != "cpu" else \
+                median_ms(lambda: fn(*args), repeats)
             compiled = tp.compile(fn, backend=backend)
             compile_s, got = _first_call_s(lambda: compiled(*args))
             good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
             ok &= good
-            compiled_ms = median_ms(lambda: compiled(*args), repeats)
+            calls = [0]
+
+            def call():
+                calls[0] += 1
+                return compiled(*args)
+
+            before = runtime.stats()
+            compiled_ms = median_ms(call, repeats)
+            moved = runtime.stats() - before
+            per_call = ((moved.upload_bytes + moved.download_bytes) / calls[0],
+                        weights + _nbytes(host_args) + eager.nbytes)
         t_eager_ms = t_compiled_ms = t_compile_s = None
         if torch is not None:
             tfn, targs, tmodel = _built(torch, case)
@@ -144,7 +189,8 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
                 tcompiled = torch.compile(tfn)
                 t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
                 t_compiled_ms = median_ms(lambda: tcompiled(*targs), repeats)
-        rows.append((case.name, good, eager_ms, compile_s, compiled_ms, t_eager_ms, t_compile_s, t_compiled_ms))
+        rows.append((case.name, good, eager_ms, compile_s, compiled_ms, t_eager_ms, t_compile_s, t_compiled_ms,
+                     per_call))
 
     def ms(v: float | None) -> str:
         return f"{v:9.3f}" if v is not None else f"{'-':>9s}"
@@ -152,19 +198,22 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:7.2f}x" if a is not None and b is not None else f"{'-':>8s}"
 
-    print(f"tensorplay {tp.__version__}, backend {backend}; median of {repeats} calls, times in ms "
+    print(f"tensorplay {tp.__version__}, backend {backend}, tensors on {device}; median of {repeats} calls, times in ms "
           f"(compile in s){'' if torch is not None else '; no PyTorch columns (not installed or --no-torch)'}", file=out)
     head = (f"{'case':40s} {'check':5s} {'tp eager':>9s} {'tp compile':>10s} {'tp comp.':>9s} "
             f"{'torch':>9s} {'t.compile':>9s} {'t.comp.':>9s} {'eager/comp':>10s} {'comp/torch':>10s} "
-            f"{'comp/t.comp':>11s}")
+            f"{'comp/t.comp':>11s} {'KiB/call':>9s} {'before':>9s}")
     print(head, file=out)
     print("-" * len(head), file=out)
-    for name, good, e, cs, c, te, tcs, tc in rows:
+    for name, good, e, cs, c, te, tcs, tc, (moved, old) in rows:
         print(f"{name:40s} {'OK' if good else 'FAIL':5s} {ms(e)} {cs:9.2f}s {ms(c)} {ms(te)} "
               f"{(f'{tcs:8.2f}s' if tcs is not None else '-'):>9s} {ms(tc)} {ratio(e, c):>10s} "
-              f"{ratio(c, te):>10s} {ratio(c, tc):>11s}", file=out)
+              f"{ratio(c, te):>10s} {ratio(c, tc):>11s} {_kib(moved)} {_kib(old)}", file=out)
     print("eager/comp: tensorplay speed-up from compiling; comp/torch and comp/t.comp: tensorplay "
-          "compiled time over PyTorch eager and torch.compile (below 1 is faster)", file=out)
+          "compiled time over PyTorch eager and torch.compile (below 1 is faster); KiB/call: bytes a "
+          "compiled call copied between host and device (runtime.stats; CPU programs read host arrays in "
+          "place), before: what a call copied when every weight and input was uploaded and every result "
+          "read back", file=out)
     return ok
 
 
@@ -234,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="iree-cpu")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--device", default="auto",
+                        help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
     args = parser.parse_args(argv)
@@ -241,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
-    ok = run(cases, args.backend, args.repeats, not args.no_torch) if cases else True
+    ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device) if cases else True
     if args.sweep:
         ok &= run_sweep(args.backend, not args.no_torch)
     return 0 if ok else 1

@@ -354,3 +354,27 @@ def test_compiled_calls_on_device_tensors_move_nothing(backend_name, dev):
     out = _logits(compiled(d))
     assert _moved(before).uploads == 0
     np.testing.assert_allclose(out.cpu().numpy(), _logits(model(d)).cpu().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@tp.compiler.disable
+def _eager_step(t):
+    return t + 1
+
+
+def test_graph_breaks_keep_tensors_on_the_device(backend_name, dev):
+    def f(x):
+        y = (x * 2).relu()
+        z = _eager_step(y)  # a graph break: runs eagerly, on the device
+        return (z @ z.T).sum(dim=0)
+
+    x = tp.randn(6, 8)
+    compiled = tp.compiler.compile(f, backend=backend_name)
+    d = x.to(dev)
+    compiled(d)
+    before = runtime.stats()
+    out = compiled(d)
+    moved = _moved(before)
+    # only the Python number of the eager step crosses (a 0-d upload); no result comes back
+    assert moved.downloads == 0 and moved.upload_bytes <= 8, moved
+    assert out.device.type == dev
+    np.testing.assert_allclose(out.cpu().numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
