@@ -16,13 +16,13 @@ import re
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .._tensor import Tensor
-from ..runtime.storage import DeviceArray
+from ..runtime.storage import DeviceArray, device_name
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
 from ._logging import get_logger
@@ -56,6 +56,9 @@ DEFAULT_RECOMPILE_LIMIT = 8
 SEGMENTS_PER_RECOMPILE = 8
 
 _log_guards = get_logger("guards")
+_log_perf = get_logger("perf")
+#: the default backend that compile() without backend= replaces by a GPU device's backend
+DEFAULT_CPU_BACKEND = "iree-cpu"
 _log_recompiles = get_logger("recompiles")
 
 GRAPH = "graph"
@@ -314,8 +317,13 @@ class CompiledFunction:
                 _check_native_backend(chosen)
         else:
             self._backend = None
+        # no backend named and the default is the CPU's: tensors on a GPU device are compiled for
+        # that device's backend (as torch.compile follows the tensors' device)
+        self._follow_device = backend is None and chosen == DEFAULT_CPU_BACKEND
+        self._device_backends: dict[str, Backend] = {}
         self._config = (id(self._backend.fn) if self._backend else None,
-                        tuple(sorted((k, repr(v)) for k, v in self.options.items())), strict_native)
+                        tuple(sorted((k, repr(v)) for k, v in self.options.items())), strict_native,
+                        self._follow_device)
         if isolate_recompiles:
             self._group = CacheGroup(self.name)
         else:
@@ -336,7 +344,27 @@ class CompiledFunction:
     @property
     def compile_count(self) -> int:
         """Programs this wrapper's backend compiled (whole graphs and segments)."""
-        return self._backend.compiles if self._backend is not None else 0
+        compiles = self._backend.compiles if self._backend is not None else 0
+        return compiles + sum(b.compiles for b in self._device_backends.values())
+
+    def _backend_for(self, arrays: Sequence[Any]) -> Backend:
+        """The backend a graph reading ``arrays`` compiles with: the device backend of the GPU
+        tensors among them when no backend was named, else the one chosen."""
+        if not self._follow_device:
+            return self._backend
+        driver = next((a.driver for a in arrays if type(a) is DeviceArray), None)
+        if driver is None:
+            return self._backend
+        backend = self._device_backends.get(driver)
+        if backend is None:
+            from .backends import lookup_backend
+            from .backends.device_ops import BACKEND_OF_DRIVER
+
+            name = BACKEND_OF_DRIVER[driver]
+            backend = self._device_backends[driver] = Backend(lookup_backend(name), self.options, name)
+            _log_perf.info("%s: tensors on %s, compiled with %s (no backend was named)", self.name,
+                           device_name(driver), name)
+        return backend
 
     def cache_info(self) -> dict[str, Any]:
         """Entries (graph and segmented), distinct segment programs and the budget."""
@@ -510,7 +538,7 @@ class CompiledFunction:
         entry.graph = graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
         if graph.nodes:
-            entry.runner = compile_graph(graph, first, self._backend)
+            entry.runner = compile_graph(graph, first, self._backend_for(first))
             if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device
                 entry.runner.resident = frozenset(i for i, b in enumerate(trace.bindings)
                                                   if isinstance(b, AttachedInput))
@@ -586,7 +614,7 @@ class CompiledFunction:
                                   f"eagerly", UserWarning, stacklevel=2)
                 return interpret(graph, arrays)
             graph.name = f"{self.name}_segment{len(group.segments)}"
-            runner = compile_graph(graph, arrays, self._backend) if graph.nodes else _passthrough(graph)
+            runner = compile_graph(graph, arrays, self._backend_for(arrays)) if graph.nodes else _passthrough(graph)
             group.segments[skey] = runner
         return runner(*arrays)
 

@@ -335,8 +335,14 @@ class Program:
         for i, a in enumerate(arrays):
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
+                    backend = next((b for b, d in BACKEND_DRIVERS.items() if d[0] == a.driver), None)
                     raise ValueError(f"{self!r}: argument {i} is on {a.device} but the program runs on "
-                                     f"{device_name(self.driver)} ({self.driver}); move it with .to(...)")
+                                     f"{device_name(self.driver)} ({self.driver}); move it with "
+                                     f".to('{device_name(self.driver)}') or compile for its device"
+                                     f"{f' (backend={backend!r})' if backend else ''}")
+                if a.view is None:
+                    raise RuntimeError(f"{self!r}: argument {i} is a {a.device} tensor whose buffer was "
+                                       f"released by tensorplay.runtime.release_all()")
                 on_device = True
                 args.push_ref(a.view)
                 continue

@@ -378,3 +378,15 @@ def test_graph_breaks_keep_tensors_on_the_device(backend_name, dev):
     assert moved.downloads == 0 and moved.upload_bytes <= 8, moved
     assert out.device.type == dev
     np.testing.assert_allclose(out.cpu().numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_compile_without_a_backend_follows_the_tensors_device(backend_name, dev):
+    model, x = _mlp()
+    want = np.asarray(model(x))
+    model.to(dev)
+    compiled = tp.compile(model)  # no backend named: the device's backend, as torch.compile does
+    out = compiled(x.to(dev))
+    assert out.device.type == dev
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=rf"argument \d+ is on {dev}:0 but the program runs on cpu"):
+        tp.compile(model, backend="iree-cpu")(x.to(dev))
