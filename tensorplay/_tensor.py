@@ -55,7 +55,7 @@ class Tensor:
         if data is None:
             data = []
         if isinstance(data, Tensor):
-            array = data.numpy()
+            array = data._concrete("Tensor(tensor)")  # a device tensor's values come to the host
         else:
             array = np.asarray(data)
         target = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
