@@ -516,7 +516,7 @@ class CompiledFunction:
         for _, check in guards:
             if isinstance(check, ModuleGuard):
                 check.refresh()
-                covered.update(id(t) for t, _, _ in check.tensors)
+                covered.update(id(t) for t, *_ in check.tensors)
         if self.strict_native:
             check_native(graph)
         first = [b.first for b in trace.bindings]

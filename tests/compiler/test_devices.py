@@ -390,3 +390,18 @@ def test_compile_without_a_backend_follows_the_tensors_device(backend_name, dev)
     np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=rf"argument \d+ is on {dev}:0 but the program runs on cpu"):
         tp.compile(model, backend="iree-cpu")(x.to(dev))
+
+
+def test_moving_the_model_after_compiling_recompiles_for_the_device(backend_name, dev):
+    model, x = _mlp()
+    want = np.asarray(model(x))
+    compiled = tp.compile(model)
+    np.testing.assert_allclose(np.asarray(compiled(x)), want, rtol=1e-4, atol=1e-5)
+    model.to(dev)  # the guards see the weights' new device: the next call compiles for it
+    out = compiled(x.to(dev))
+    assert out.device.type == dev
+    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    model.cpu()
+    out = compiled(x)
+    assert out.device == tp.device("cpu")
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=1e-5)

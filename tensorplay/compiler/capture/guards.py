@@ -21,6 +21,7 @@ import numpy as np
 
 from ..._grad_mode import is_grad_enabled, is_inference_mode_enabled
 from ..._tensor import Tensor
+from ...runtime.storage import DeviceArray
 from ...dialects.tp import dtypes as dt
 from . import pytree
 
@@ -41,6 +42,7 @@ class TensorKey(NamedTuple):
     dtype: np.dtype
     requires_grad: bool
     static_dims: Any  # the dims marked with mark_static
+    device: str  # the runtime driver of a device tensor; "" on the host
 
 
 class FloatKey(NamedTuple):
@@ -94,8 +96,8 @@ def _leaf_key(leaf: Any) -> tuple:
         data = leaf._data
         if data is None:
             return _new(TensorKey, (t, leaf._type.shape, leaf._type.dtype.np_dtype, leaf.requires_grad,
-                                    leaf._static_dims))
-        return _new(TensorKey, (t, data.shape, data.dtype, leaf.requires_grad, leaf._static_dims))
+                                    leaf._static_dims, ""))
+        return _new(TensorKey, (t, data.shape, data.dtype, leaf.requires_grad, leaf._static_dims, storage_kind(data)))
     if t is float:
         return _new(FloatKey, (leaf.hex(),))
     if t is slice:  # unhashable before Python 3.12
@@ -122,7 +124,8 @@ def call_key(treedef: pytree.TreeDef, leaves: Sequence[Any]) -> CallKey:
         if isinstance(x, Tensor):
             data = x._data
             keys.append(_leaf_key(x) if data is None else
-                        _new(TensorKey, (type(x), data.shape, data.dtype, x.requires_grad, x._static_dims)))
+                        _new(TensorKey, (type(x), data.shape, data.dtype, x.requires_grad, x._static_dims,
+                                         storage_kind(data))))
             j = first.setdefault(id(x), i)
             if j != i:
                 alias += ((i, j),)
@@ -166,7 +169,7 @@ def size_changes(old: CallKey, new: CallKey) -> list[tuple[int, int]]:
 
 
 _CHANGES = (("shape", "shape"), ("dtype", "dtype"), ("requires_grad", "requires_grad"),
-            ("static dims", "static_dims"))
+            ("static dims", "static_dims"), ("device", "device"))
 
 
 def describe_change(old: CallKey, old_paths: Sequence[str], new: CallKey, new_paths: Sequence[str]) -> str:
@@ -265,7 +268,8 @@ class ModuleGuard:
         self._version_source = module_mod
         self.modules = _walk(self.module)
         self.state = _module_state(self.modules)
-        self.tensors = [(t, t._tensor_type().shape, t._tensor_type().dtype.np_dtype) for m in self.modules
+        self.tensors = [(t, t._tensor_type().shape, t._tensor_type().dtype.np_dtype, storage_kind(t._data))
+                        for m in self.modules
                         for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
         self.version = module_mod.state_version
 
@@ -276,9 +280,9 @@ class ModuleGuard:
         # the walk is implied: a changed child shows in its parent's ``_modules``
         if _module_state(self.modules) != self.state:
             return False
-        for t, shape, dtype in self.tensors:
+        for t, shape, dtype, kind in self.tensors:
             d = t._data
-            if d is None or d.shape != shape or d.dtype != dtype:
+            if d is None or d.shape != shape or d.dtype != dtype or storage_kind(d) != kind:
                 return False
         self.version = version
         return True
@@ -291,13 +295,18 @@ def module_guard(module: Any, label: str) -> tuple[str, ModuleGuard]:
 
 def tensor_meta_guard(tensor: Any, label: str) -> tuple[str, Callable[[], bool]]:
     data = tensor._data
-    shape, dtype = data.shape, data.dtype
+    shape, dtype, kind = data.shape, data.dtype, storage_kind(data)
 
     def check() -> bool:
         d = tensor._data
-        return d is not None and d.shape == shape and d.dtype == dtype
+        return d is not None and d.shape == shape and d.dtype == dtype and storage_kind(d) == kind
 
-    return (f"{label}: shape {_show(shape)} and dtype {_show(dtype)} unchanged", check)
+    return (f"{label}: shape {_show(shape)}, dtype {_show(dtype)} and device unchanged", check)
+
+
+def storage_kind(data: Any) -> str:
+    """Where a storage lives, for guards: a device array's runtime driver, "" on the host."""
+    return data.driver if type(data) is DeviceArray else ""
 
 
 # -- free variables ----------------------------------------------------------------------------
