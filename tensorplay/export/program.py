@@ -156,7 +156,7 @@ class ExportedProgram:
                 if key not in weights:
                     raise KeyError(f"save_parameters: weights has no {key!r} (expected {spec})")
                 value = weights[key]
-                array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+                array = np.asarray(value.numpy(force=True) if hasattr(value, "numpy") else value)
                 if tuple(array.shape) != spec.shape:
                     raise ValueError(f"save_parameters: {key!r} has shape {list(array.shape)}, the program "
                                      f"was exported with {list(spec.shape)}")

@@ -50,7 +50,7 @@ def save_parameters(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
 
 
 def _add_array(index: Any, key: str, value: Any) -> None:
-    array = value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
+    array = value.numpy(force=True) if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value
     array = np.ascontiguousarray(np.asarray(array))
     name = "bool" if array.dtype == np.bool_ else array.dtype.name
     meta = {"type": "Tensor", "dtype": name, "shape": list(array.shape),

@@ -504,7 +504,7 @@ def _as_array(value: Any) -> np.ndarray | None:
         return np.asarray(value)
     numpy = getattr(value, "numpy", None)  # tensorplay (or torch) tensors
     if callable(numpy) and not isinstance(value, (list, tuple)):
-        return np.asarray(numpy())
+        return np.asarray(numpy(force=True))  # (force: a device tensor is copied to the host)
     return None
 
 
