@@ -148,13 +148,15 @@ class Function:
     (no copy). ``storage`` gives the element type each input crosses the boundary as (wider
     than the array's dtype on Vulkan, see ``storage.WIDE_STORAGE``), ``result_dtypes`` the
     dtype each result is read as; ``resident`` the input positions whose host arrays are kept
-    on the device between calls (module weights)."""
+    on the device between calls (module weights); ``private`` the inputs the program may write
+    into (passed as fresh copies: a caller's array or device tensor is never changed)."""
 
-    __slots__ = ("program", "name", "result_dtypes", "storage", "resident", "results", "label",
+    __slots__ = ("program", "name", "result_dtypes", "storage", "resident", "private", "results", "label",
                  "_vm_function", "_n_results", "_logged")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
-                 storage: Sequence[Any] | None = None, resident: Sequence[int] = (), results: str = "host"):
+                 storage: Sequence[Any] | None = None, resident: Sequence[int] = (), private: Sequence[int] = (),
+                 results: str = "host"):
         if results not in ("host", "device", "auto"):
             raise ValueError(f"results must be 'host', 'device' or 'auto', not {results!r}")
         self.program = program
@@ -164,6 +166,7 @@ class Function:
         self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
         self.storage = None if storage is None else [None if d is None else np.dtype(d) for d in storage]
         self.resident = frozenset(resident)
+        self.private = frozenset(private)
         self.results = results
         self.label = program.name or name
         self._logged: set = set()  # transfer patterns already logged (TENSORPLAY_LOGS=perf)
@@ -344,11 +347,13 @@ class Program:
                     raise RuntimeError(f"{self!r}: argument {i} is a {a.device} tensor whose buffer was "
                                        f"released by tensorplay.runtime.release_all()")
                 on_device = True
-                args.push_ref(a.view)
+                args.push_ref(self._device_copy(a.view) if i in fn.private else a.view)
                 continue
             a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
             storage = fn.storage[i] if fn.storage is not None and i < len(fn.storage) else None
-            if i in fn.resident:
+            if i in fn.private:  # the program may write into it: a copy of its own
+                view = self.upload(a, storage, fn.label, None, i, copy=True)
+            elif i in fn.resident:
                 if not is_shared(a):
                     view = resident_view(self, a, storage, fn.label, i)
                 else:
@@ -378,9 +383,10 @@ class Program:
         return out
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
-               in_place: list | None = None, index: int | None = None) -> Any:
+               in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:
         """A buffer view of host ``array`` on this program's device: the array itself where
-        a CPU driver can read it in place (aligned, as ``storage``), else a counted copy."""
+        a CPU driver can read it in place (aligned, as ``storage``, unless ``copy``), else a
+        counted copy."""
         array = np.asarray(array, order="C")
         if storage is not None and array.dtype != storage:
             array = to_storage(array, storage)
@@ -389,7 +395,7 @@ class Program:
             what = "an argument" if index is None else f"argument {index}"
             raise TypeError(f"{self!r}: {what} has dtype {array.dtype}, which IREE cannot take; "
                             f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
-        if self._host_memory and array.nbytes and array.ctypes.data % ALIGNMENT == 0 and \
+        if not copy and self._host_memory and array.nbytes and array.ctypes.data % ALIGNMENT == 0 and \
                 array.flags.c_contiguous:
             buffer = self._allocator.import_host_allocation(array, self._import_memory, self._upload_usage)
             count("import", array.nbytes, label)
@@ -401,6 +407,20 @@ class Program:
                                                     buffer=array, element_type=element_type)
         count("upload", array.nbytes, label)
         return view
+
+    def _device_copy(self, view: Any) -> Any:
+        """A new buffer on this device holding ``view``'s bytes (a device-side copy)."""
+        rt = _rt()
+        nbytes = view.byte_length
+        buffer = self._allocator.allocate_buffer(memory_type=self._upload_memory, allowed_usage=self._upload_usage,
+                                                 allocation_size=max(nbytes, 1))
+        if nbytes:
+            device = self._device
+            semaphore = device.create_semaphore(0)
+            device.queue_copy(view.get_buffer(), buffer, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+                              signal_semaphores=rt.HalFence.create_at(semaphore, 1))
+            rt.HalFence.create_at(semaphore, 1).wait()
+        return self._BufferView(buffer, list(view.shape), int(view.element_type))
 
     def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str) -> Any:
         rt = _rt()

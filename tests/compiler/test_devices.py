@@ -405,3 +405,46 @@ def test_moving_the_model_after_compiling_recompiles_for_the_device(backend_name
     out = compiled(x)
     assert out.device == tp.device("cpu")
     np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", "iree-vulkan"])
+def test_programs_never_write_into_their_arguments(backend):
+    """IREE 3.13 may run a scatter or an insert_slice in the buffer of a function argument
+    (iree-org/iree#16168): such inputs are passed as private copies, so neither a host array
+    read in place, nor a cached weight, nor a device tensor passed by reference changes."""
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(caps.reason)
+    base = _aligned((3, 4))
+    base[...] = np.arange(12).reshape(3, 4)
+    original = base.copy()
+    rows, cols, vals = tp.tensor([0, 2]), tp.tensor([1, 3]), tp.tensor([10.0, 20.0])
+
+    def accumulate(b, v):
+        return tp._dispatch.apply("tp.index_put", b, v, rows.to(b.device), cols.to(b.device), dims=(0, 1),
+                                  accumulate=True)
+
+    def overwrite(b, u):
+        c = b.clone()
+        c[1:3] = u
+        return c
+
+    want_acc = original.copy()
+    want_acc[0, 1] += 10
+    want_acc[2, 3] += 20
+    want_over = original.copy()
+    want_over[1:3] = 7
+    dev = DEVICES.get(backend)
+    for place in ([None] if dev is None else [None, dev]):
+        b = tp.from_numpy(base) if place is None else tp.from_numpy(base).to(place)
+        for fn, other, want in ((accumulate, vals, want_acc), (overwrite, tp.full((2, 4), 7.0), want_over)):
+            other = other if place is None else other.to(place)
+            compiled = tp.compiler.compile(fn, backend=backend)
+            for _ in range(2):
+                np.testing.assert_array_equal(np.asarray(compiled(b, other)), want)
+                np.testing.assert_array_equal(np.asarray(b), original)
+            if place is not None:  # the eager op on the device
+                np.testing.assert_array_equal(np.asarray(fn(b, other)), want)
+                np.testing.assert_array_equal(b.cpu().numpy(), original)
+    np.testing.assert_array_equal(base, original)

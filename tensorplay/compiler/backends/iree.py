@@ -24,7 +24,8 @@ from typing import Any
 from ...dialects.tp.graph import Graph
 from .. import _logging
 from . import cache, probe
-from .base import BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of
+from .base import (BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of,
+                   graph_functions, iter_nodes)
 from .modes import compile_flags, validate_options
 # the probe's names stay importable from here (the code below calls them through the module)
 from .probe import (LOCAL_TASK_MIN_CPUS, LOCAL_TASK_MIN_WORK, capabilities, choose_cpu_driver, cuda_target_for,
@@ -318,15 +319,51 @@ class IreeBackend:
         return self._load(vmfb, prepared, options)
 
 
+#: ops lowered to write into their operand 0 (``iree_linalg_ext.scatter``, ``tensor.insert_slice``)
+DESTINATION_OPS = frozenset({"tp.index_put", "tp.slice_update"})
+#: ops whose result IREE may keep in its operand 0's buffer (views, identity casts, the above)
+_SAME_BUFFER = frozenset({"tp.reshape", "tp.permute", "tp.broadcast_to", "tp.slice", "tp.cast"}) | DESTINATION_OPS
+
+
+def written_inputs(graph: Graph) -> frozenset[int]:
+    """The inputs of ``graph`` whose buffer IREE may write: those reaching operand 0 of a
+    destination op through views. IREE 3.13 lets such an op write into the buffer of a
+    function argument (iree-org/iree#16168: an input overwritten by a tied op), so the runtime
+    passes these inputs as private copies, never a caller's array or a device tensor itself."""
+    position = {id(v): i for i, v in enumerate(graph.inputs)}
+    written: set[int] = set()
+
+    def back(v: Any) -> None:
+        while v is not None:
+            if id(v) in position:
+                written.add(position[id(v)])
+                return
+            node = v.node
+            if node is None or node.op not in _SAME_BUFFER or not node.inputs:
+                return
+            v = node.inputs[0]
+
+    for g in graph_functions(graph):
+        for node in g.nodes:
+            if node.op in DESTINATION_OPS and g is graph:
+                back(node.inputs[0])
+            elif node.callee is not None and any(n.op in DESTINATION_OPS for n in iter_nodes(node.callee)):
+                for v in node.inputs:  # a called graph writes: each argument passed on may be written
+                    back(v)
+    return frozenset(written)
+
+
 def bind(program: Any, prepared: Widened, name: str | None = None, results: str = "auto") -> Any:
     """Function ``name`` (the graph's) of a loaded program as a runner of ``prepared``'s
     original graph: results keep the graph's dtypes (a widened one is how the device stores
-    the original) and stay on a GPU device when an argument was there (runtime.Function)."""
+    the original) and stay on a GPU device when an argument was there (runtime.Function);
+    inputs IREE may write are passed as copies (:func:`written_inputs`)."""
     graph = prepared.graph
     casts = prepared.output_casts or (None,) * len(graph.outputs)
     return program.function(name or graph.name, [c if c is not None else v.type.dtype.np_dtype
                                                  for v, c in zip(graph.outputs, casts)],
-                            storage=prepared.input_casts or None, results=results)
+                            storage=prepared.input_casts or None, results=results,
+                            private=written_inputs(graph))
 
 
 _backends: dict[str, IreeBackend] = {}
