@@ -198,7 +198,7 @@ class Tensor:
             if not force:
                 raise TypeError(f"can't convert {data.device} device type tensor to numpy. Use Tensor.cpu() "
                                 f"to copy the tensor to host memory first.")
-            return data.to_host().copy()
+            return data.host_copy()
         array = self._concrete("Tensor.numpy()")
         mark_shared(array)
         return array

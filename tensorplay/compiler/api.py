@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from .._tensor import Tensor
-from ..runtime.storage import DeviceArray, device_name
+from ..runtime.program import BACKEND_OF_DRIVER
+from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
 from ._logging import get_logger
@@ -57,8 +58,6 @@ SEGMENTS_PER_RECOMPILE = 8
 
 _log_guards = get_logger("guards")
 _log_perf = get_logger("perf")
-#: the default backend that compile() without backend= replaces by a GPU device's backend
-DEFAULT_CPU_BACKEND = "iree-cpu"
 _log_recompiles = get_logger("recompiles")
 
 GRAPH = "graph"
@@ -306,7 +305,7 @@ class CompiledFunction:
         # a module's calls are named after forward's parameters (guards, logs, dynamic_shapes)
         self._signature = _signature(owner.forward if owner is not None else fn)
         self.dynamic_shapes = normalize_dynamic_shapes(dynamic_shapes, dynamic, self._signature)
-        from .backends import get_default_backend, lookup_backend, resolve_options
+        from .backends import DEFAULT_BACKEND, get_default_backend, lookup_backend, resolve_options
 
         chosen = backend if backend is not None else get_default_backend()
         self.options = resolve_options(mode, options)
@@ -319,7 +318,7 @@ class CompiledFunction:
             self._backend = None
         # no backend named and the default is the CPU's: tensors on a GPU device are compiled for
         # that device's backend (as torch.compile follows the tensors' device)
-        self._follow_device = backend is None and chosen == DEFAULT_CPU_BACKEND
+        self._follow_device = backend is None and chosen == DEFAULT_BACKEND
         self._device_backends: dict[str, Backend] = {}
         self._config = (id(self._backend.fn) if self._backend else None,
                         tuple(sorted((k, repr(v)) for k, v in self.options.items())), strict_native,
@@ -352,13 +351,12 @@ class CompiledFunction:
         tensors among them when no backend was named, else the one chosen."""
         if not self._follow_device:
             return self._backend
-        driver = next((a.driver for a in arrays if type(a) is DeviceArray), None)
+        driver = driver_of_arrays(arrays)
         if driver is None:
             return self._backend
         backend = self._device_backends.get(driver)
         if backend is None:
             from .backends import lookup_backend
-            from .backends.device_ops import BACKEND_OF_DRIVER
 
             name = BACKEND_OF_DRIVER[driver]
             backend = self._device_backends[driver] = Backend(lookup_backend(name), self.options, name)

@@ -24,11 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .storage import (ALIGNMENT, DeviceArray, count, device_name, from_storage, is_host_driver, is_shared,
-                      release_device_arrays, storage_dtype, to_storage)
+from .storage import (ALIGNMENT, DeviceArray, TransferStats, count, device_name, from_storage, is_host_driver,
+                      is_shared, release_device_arrays, stats, storage_dtype, to_storage)
 
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
-           "get_device", "driver_devices", "download", "to_device", "resident_view", "release_all", "DriverUnavailable", "check_archive", "iree_reason"]
+           "get_device", "driver_devices", "download", "to_device", "resident_view", "release_all", "DriverUnavailable",
+           "check_archive", "iree_reason", "BACKEND_OF_DRIVER"]
 
 #: the IREE runtime drivers a Program can load on
 DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
@@ -36,6 +37,9 @@ DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
 #: program exported for it loads on by default (the compiler's target records read this table)
 BACKEND_DRIVERS = {"iree-cpu": ("local-task", "local-sync"), "iree-vulkan": ("vulkan",), "iree-cuda": ("cuda",),
                    "iree-rocm": ("hip",), "iree-vmvx": ("local-sync", "local-task")}
+#: the IREE backend whose code runs on each GPU driver (the backend tensors there compile with)
+BACKEND_OF_DRIVER = {drivers[0]: backend for backend, drivers in BACKEND_DRIVERS.items()
+                     if not is_host_driver(drivers[0])}
 #: friendlier names accepted wherever a driver is: each backend's name (and cpu, rocm) for its
 #: default driver
 DRIVER_ALIASES = {"cpu": BACKEND_DRIVERS["iree-cpu"][0], "rocm": BACKEND_DRIVERS["iree-rocm"][0],
@@ -338,7 +342,7 @@ class Program:
         for i, a in enumerate(arrays):
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
-                    backend = next((b for b, d in BACKEND_DRIVERS.items() if d[0] == a.driver), None)
+                    backend = BACKEND_OF_DRIVER.get(a.driver)
                     raise ValueError(f"{self!r}: argument {i} is on {a.device} but the program runs on "
                                      f"{device_name(self.driver)} ({self.driver}); move it with "
                                      f".to('{device_name(self.driver)}') or compile for its device"
@@ -395,18 +399,19 @@ class Program:
             what = "an argument" if index is None else f"argument {index}"
             raise TypeError(f"{self!r}: {what} has dtype {array.dtype}, which IREE cannot take; "
                             f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
-        if not copy and self._host_memory and array.nbytes and array.ctypes.data % ALIGNMENT == 0 and \
-                array.flags.c_contiguous:
+        if not copy and self.reads_in_place(array):
             buffer = self._allocator.import_host_allocation(array, self._import_memory, self._upload_usage)
             count("import", array.nbytes, label)
             if in_place is not None:
                 in_place.append(array)
             return self._BufferView(buffer, array.shape, int(element_type))
-        view = self._allocator.allocate_buffer_copy(memory_type=self._upload_memory,
-                                                    allowed_usage=self._upload_usage, device=self._device,
-                                                    buffer=array, element_type=element_type)
-        count("upload", array.nbytes, label)
-        return view
+        return _copy_up(_rt(), self._device, array, element_type, label)
+
+    def reads_in_place(self, array: np.ndarray) -> bool:
+        """Whether a CPU driver reads host ``array`` where it is (IREE's CPU code needs
+        :data:`ALIGNMENT`), rather than from a copy."""
+        return (self._host_memory and array.nbytes > 0 and array.ctypes.data % ALIGNMENT == 0
+                and array.flags.c_contiguous)
 
     def _device_copy(self, view: Any) -> Any:
         """A new buffer on this device holding ``view``'s bytes (a device-side copy)."""
@@ -415,11 +420,7 @@ class Program:
         buffer = self._allocator.allocate_buffer(memory_type=self._upload_memory, allowed_usage=self._upload_usage,
                                                  allocation_size=max(nbytes, 1))
         if nbytes:
-            device = self._device
-            semaphore = device.create_semaphore(0)
-            device.queue_copy(view.get_buffer(), buffer, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
-                              signal_semaphores=rt.HalFence.create_at(semaphore, 1))
-            rt.HalFence.create_at(semaphore, 1).wait()
+            _queue_copy(rt, self._device, view.get_buffer(), buffer)
         return self._BufferView(buffer, list(view.shape), int(view.element_type))
 
     def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str) -> Any:
@@ -433,7 +434,7 @@ class Program:
         if not self._host_memory:
             if keep:
                 return DeviceArray(view, self.driver, shape, dtype, raw)
-            return from_storage(download(view, self.driver, shape, raw, label, self), dtype)
+            return from_storage(download(view, self.driver, shape, raw, label), dtype)
         if view.byte_length == 0:
             return np.zeros(shape, dtype)
         host = _MappedArray.of(view, shape, raw, self.driver)
@@ -460,8 +461,6 @@ def _note_shared(fn: Function, index: int) -> None:
 
 def _logged_call(program: Program, fn: Function, arrays: Sequence[Any]) -> list[Any]:
     """A call that logs what it moved between host and device, once per pattern."""
-    from .storage import TransferStats, stats
-
     before = stats().by_program.get(fn.label, TransferStats())
     out = program._call(fn, arrays)
     after = stats().by_program.get(fn.label, TransferStats())
@@ -480,7 +479,7 @@ class _MappedArray:
     __slots__ = ("__array_interface__", "_mapping", "_view", "driver", "__weakref__")
 
     def __init__(self, view: Any, mapping: Any, pointer: int, nbytes: int, driver: str):
-        self._view = view
+        self._view = view  # the buffer view, and the mapping of its buffer the memory belongs to
         self._mapping = mapping
         self.driver = driver
         _mapped.add(self)
@@ -492,12 +491,11 @@ class _MappedArray:
         nbytes = view.byte_length
         mapping = view.get_buffer().map()
         flat = mapping.asarray([nbytes], _BYTE)
-        raw = np.asarray(cls((view, flat), mapping, flat.ctypes.data, nbytes, driver))
+        raw = np.asarray(cls(view, mapping, flat.ctypes.data, nbytes, driver))
         return raw.view(dtype).reshape(shape)  # (numpy cannot name ml_dtypes' bfloat16 in an interface)
 
 
-def download(view: Any, driver: str, shape: tuple, raw: np.dtype, label: str | None = None,
-             program: Program | None = None) -> np.ndarray:
+def download(view: Any, driver: str, shape: tuple, raw: np.dtype, label: str | None = None) -> np.ndarray:
     """The contents of a device buffer view as a new host array of element type ``raw``
     (counted as a download)."""
     rt = _rt()
@@ -529,11 +527,25 @@ def _staged_copy(rt: Any, device: Any, source: Any, nbytes: int) -> np.ndarray:
         memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
         allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
         allocation_size=nbytes)
+    _queue_copy(rt, device, source, staging)
+    return staging.map().asarray([nbytes], _BYTE).copy()
+
+
+def _queue_copy(rt: Any, device: Any, source: Any, target: Any) -> None:
+    """Copy buffer ``source`` into ``target`` on ``device``'s queue and wait for it."""
     semaphore = device.create_semaphore(0)
-    device.queue_copy(source, staging, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
+    device.queue_copy(source, target, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
                       signal_semaphores=rt.HalFence.create_at(semaphore, 1))
     rt.HalFence.create_at(semaphore, 1).wait()
-    return staging.map().asarray([nbytes], _BYTE).copy()
+
+
+def _copy_up(rt: Any, device: Any, array: np.ndarray, element_type: Any, label: str | None) -> Any:
+    """A new device-local buffer view on ``device`` holding host ``array`` (counted upload)."""
+    view = device.allocator.allocate_buffer_copy(memory_type=int(rt.MemoryType.DEVICE_LOCAL),
+                                                 allowed_usage=int(rt.BufferUsage.DEFAULT), device=device,
+                                                 buffer=array, element_type=element_type)
+    count("upload", array.nbytes, label)
+    return view
 
 
 # -- device copies of host arrays kept between calls ------------------------------------------------
@@ -545,7 +557,7 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
                   index: int | None = None) -> Any:
     """The device copy of host ``array`` on ``program``'s device, made on first use and kept
     while the array lives (a tensor's storage never changes in place; see storage.py)."""
-    if program._host_memory and array.ctypes.data % ALIGNMENT == 0 and array.nbytes:
+    if storage is None and program.reads_in_place(array):
         return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
     key = (program.driver, id(array), "" if storage is None else storage.str)
     with _lock:
@@ -569,12 +581,7 @@ def to_device(array: np.ndarray, driver: str) -> DeviceArray:
     array = np.asarray(array, order="C")
     storage = storage_dtype(name, array.dtype)
     wide = to_storage(array, storage)
-    device = get_device(name)
-    element_type = rt.dtypes.map_dtype_to_hal_element_type(wide.dtype)
-    view = device.allocator.allocate_buffer_copy(memory_type=int(rt.MemoryType.DEVICE_LOCAL),
-                                                 allowed_usage=int(rt.BufferUsage.DEFAULT), device=device,
-                                                 buffer=wide, element_type=element_type)
-    count("upload", wide.nbytes)
+    view = _copy_up(rt, get_device(name), wide, rt.dtypes.map_dtype_to_hal_element_type(wide.dtype), None)
     return DeviceArray(view, name, array.shape, array.dtype, storage)
 
 

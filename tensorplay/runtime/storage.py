@@ -45,9 +45,6 @@ WIDE_STORAGE: dict[str, dict[str, str]] = {
     "vulkan": {"bool": "int32", "uint8": "int32", "int8": "int32", "int16": "int32", "bfloat16": "float32"},
 }
 
-#: the tensorplay device type of each GPU runtime driver
-_DEVICE_TYPES = {"vulkan": "vulkan", "cuda": "cuda", "hip": "hip"}
-
 _lock = threading.RLock()
 _live: weakref.WeakSet = weakref.WeakSet()  # every DeviceArray, for release at exit
 
@@ -57,10 +54,14 @@ def is_host_driver(driver: str) -> bool:
 
 
 def device_name(driver: str) -> str:
-    """The tensorplay device (``cpu``, ``vulkan:0``, ``cuda:0``, ``hip:0``) of a runtime driver."""
-    if driver in HOST_DRIVERS:
-        return "cpu"
-    return f"{_DEVICE_TYPES.get(driver, driver)}:0"
+    """The tensorplay device (``cpu``, ``vulkan:0``, ``cuda:0``, ``hip:0``) of a runtime driver:
+    each GPU driver's device type is the driver's name."""
+    return "cpu" if driver in HOST_DRIVERS else f"{driver}:0"
+
+
+def driver_of_arrays(arrays: Any) -> str | None:
+    """The runtime driver of the first device array among ``arrays``; None when all are host."""
+    return next((a.driver for a in arrays if type(a) is DeviceArray), None)
 
 
 def storage_dtype(driver: str, dtype: np.dtype) -> np.dtype:
@@ -236,26 +237,20 @@ class DeviceArray:
     def nbytes(self) -> int:
         return self.size * self.storage.itemsize
 
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    def to_host(self, program: str | None = None) -> np.ndarray:
+    def to_host(self) -> np.ndarray:
         """The values as a host numpy array (downloaded on the first call, then kept)."""
         host = self._host
         if host is None:
-            from .program import download
-
-            host = download(self.view, self.driver, self.shape, self.storage, program)
-            host = from_storage(host, self.dtype)
+            host = self._download()
             host.flags.writeable = False  # the device copy is the tensor; this is a snapshot
             self._host = host
         return host
 
     def host_copy(self) -> np.ndarray:
         """A new, writeable host array of the values (a download unless one was kept)."""
-        if self._host is not None:
-            return self._host.copy()
+        return self._host.copy() if self._host is not None else self._download()
+
+    def _download(self) -> np.ndarray:
         from .program import download
 
         return from_storage(download(self.view, self.driver, self.shape, self.storage), self.dtype)

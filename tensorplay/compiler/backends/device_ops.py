@@ -21,15 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from ...runtime.program import BACKEND_OF_DRIVER
 from ...runtime.storage import DeviceArray
 from .._logging import get_logger
 
-__all__ = ["run_on_device", "BACKEND_OF_DRIVER", "fallbacks", "clear"]
+__all__ = ["run_on_device", "fallbacks"]
 
 _log = get_logger("perf")
-
-#: the IREE backend that compiles for each GPU runtime driver
-BACKEND_OF_DRIVER = {"vulkan": "iree-vulkan", "cuda": "iree-cuda", "hip": "iree-rocm"}
 
 _lock = threading.RLock()
 #: (op, attributes, operand types, driver) -> bound runtime Function, or a reason to run on the host
@@ -41,12 +39,6 @@ def fallbacks() -> dict[str, str]:
     """The ops that ran on the host while their operands were on a device, and why."""
     with _lock:
         return dict(_fallbacks)
-
-
-def clear() -> None:
-    """Forget the compiled single-op programs (``tensorplay.compiler.reset``)."""
-    with _lock:
-        _programs.clear()
 
 
 def _freeze(value: Any) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._tensor import Tensor
 from ...runtime.program import Function, to_device
-from ...runtime.storage import DeviceArray
+from ...runtime.storage import DeviceArray, driver_of_arrays
 from ...dialects.tp.graph import Graph, Node, Value
 from .._logging import get_logger
 from ..errors import GraphCaptureError
@@ -67,9 +67,8 @@ def _on_host(run: Runner) -> Runner:
     arrays too: those are copied to the host, and the results go back to their device."""
 
     def on_host(*arrays: Any) -> list:
-        driver = None
-        if any(type(a) is DeviceArray for a in arrays):
-            driver = next(a.driver for a in arrays if type(a) is DeviceArray)
+        driver = driver_of_arrays(arrays)
+        if driver is not None:
             arrays = tuple(a.to_host() if type(a) is DeviceArray else a for a in arrays)
         results = run(*arrays)
         if driver is None:
