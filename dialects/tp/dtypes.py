@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -87,6 +86,25 @@ class DType:
         return (as_dtype, (self.name,))
 
 
+class _MLDType(DType):
+    """A dtype whose numpy form comes from ml_dtypes, imported on first use: importing it
+    costs more than the rest of ``import tensorplay`` and most programs never need it."""
+
+    __slots__ = ()
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        import ml_dtypes
+
+        nd = np.dtype(getattr(ml_dtypes, self.name))
+        _BY_NP.setdefault(nd, self)
+        return nd
+
+    @np_dtype.setter
+    def np_dtype(self, value: Any) -> None:  # DType.__init__'s store: the property answers
+        pass
+
+
 bool_ = DType("bool", "i1", np.bool_, _BOOL, 8, False)
 uint8 = DType("uint8", "ui8", np.uint8, _INT, 8, False)
 int8 = DType("int8", "i8", np.int8, _INT, 8, True)
@@ -94,7 +112,7 @@ int16 = DType("int16", "i16", np.int16, _INT, 16, True, ("short",))
 int32 = DType("int32", "i32", np.int32, _INT, 32, True, ("int",))
 int64 = DType("int64", "i64", np.int64, _INT, 64, True, ("long",))
 float16 = DType("float16", "f16", np.float16, _FLOAT, 16, True, ("half",))
-bfloat16 = DType("bfloat16", "bf16", ml_dtypes.bfloat16, _FLOAT, 16, True)
+bfloat16 = _MLDType("bfloat16", "bf16", None, _FLOAT, 16, True)
 float32 = DType("float32", "f32", np.float32, _FLOAT, 32, True, ("float",))
 float64 = DType("float64", "f64", np.float64, _FLOAT, 64, True, ("double",))
 
@@ -108,7 +126,7 @@ for _d in ALL_DTYPES:
     _BY_NAME[_d.mlir] = _d
     for _alias in _d._torch_aliases:
         _BY_NAME[_alias] = _d
-_BY_NP: dict[np.dtype, DType] = {d.np_dtype: d for d in ALL_DTYPES}
+_BY_NP: dict[np.dtype, DType] = {d.np_dtype: d for d in ALL_DTYPES if not isinstance(d, _MLDType)}
 
 _default_float = float32
 
@@ -133,6 +151,9 @@ def from_numpy_dtype(np_dtype: Any) -> DType:
     try:
         return _BY_NP[nd]
     except KeyError:
+        for d in ALL_DTYPES:  # an ml_dtypes dtype, before tp has needed ml_dtypes itself
+            if isinstance(d, _MLDType) and nd.name == d.name and nd == d.np_dtype:
+                return d
         supported = ", ".join(d.name for d in ALL_DTYPES)
         raise TypeError(
             f"numpy dtype {nd} has no tensorplay equivalent; supported dtypes: {supported}") from None

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import re
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from .. import ir as _ir
@@ -237,11 +236,11 @@ def _bf16_from_text(text: str, shape: tuple[int, ...]) -> np.ndarray:
     else:
         tokens = re.findall(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)", body)
         bits = np.array([int(t, 16) if t.startswith("0x") else
-                         np.array(float(t), np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
+                         np.array(float(t), np.float32).astype(dt.bfloat16.np_dtype).view(np.uint16)
                          for t in tokens], dtype=np.uint16)
     if bits.size == 1:
         bits = np.full(shape, bits[0], dtype=np.uint16)
-    return bits.view(ml_dtypes.bfloat16).reshape(shape)
+    return bits.view(dt.bfloat16.np_dtype).reshape(shape)
 
 
 # --- emission --------------------------------------------------------------------------------

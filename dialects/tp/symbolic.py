@@ -20,13 +20,17 @@ int (arithmetic stays symbolic), compares through :func:`decide`, and becomes a 
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
 import numpy as np
-import sympy
+
+from ._lazy import lazy
+
+sympy = lazy("sympy")
 
 __all__ = [
     "Size", "SizeOracle", "SymInt", "size_symbol", "is_symbolic", "as_size", "size_text", "parse_size",
@@ -45,7 +49,9 @@ def size_symbol(name: str) -> sympy.Symbol:
 
 def is_symbolic(d: Any) -> bool:
     """A size given by an expression over size symbols (not an int, not unknown)."""
-    return isinstance(d, sympy.Basic)
+    if d is None or type(d) is int:
+        return False
+    return "sympy" in sys.modules and isinstance(d, sympy.Basic)  # (no expression exists before sympy does)
 
 
 def as_size(v: Any) -> Size:
@@ -123,8 +129,7 @@ def size_description(expr: Any, names: dict | None = None) -> str:
     return Printer().doprint(expr)
 
 
-_FUNCTIONS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Mod": sympy.Mod, "Max": sympy.Max,
-              "Min": sympy.Min, "Abs": sympy.Abs}
+_FUNCTIONS = ("floor", "ceiling", "Mod", "Max", "Min", "Abs")  # the sympy functions a size text may use
 
 
 def parse_size(text: str) -> Size:
@@ -136,7 +141,7 @@ def parse_size(text: str) -> Size:
         return int(text)
     names = {n: size_symbol(n) for n in re.findall(r"[A-Za-z_]\w*", text) if n not in _FUNCTIONS}
     try:
-        expr = sympy.parse_expr(text, local_dict={**names, **_FUNCTIONS})
+        expr = sympy.parse_expr(text, local_dict={**names, **{f: getattr(sympy, f) for f in _FUNCTIONS}})
     except (SyntaxError, TypeError, sympy.SympifyError) as exc:
         raise ValueError(f"not a size expression: {text!r} ({exc})") from None
     return as_size(expr)

@@ -17,11 +17,13 @@ from .. import dtypes as dt
 from ..errors import AttributeError_, DTypeError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape
-import sympy
+from .._lazy import lazy
 
 from .. import symbolic as sym
 from ..types import Dim, TensorType
 from .elementwise import cast_array
+
+sympy = lazy("sympy")
 
 __all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "pool_output_size"]
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-import sympy
+from .._lazy import lazy
 
 from .. import dtypes as dt
 from .. import symbolic as sym
 from ..errors import AttributeError_, ShapeError
 from ..registry import Attr, AttrKind, Op, register
 from ..types import TensorType, type_of_array
+
+sympy = lazy("sympy")
 
 
 class Creation(Op):

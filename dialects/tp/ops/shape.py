@@ -14,13 +14,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-import sympy
+from .._lazy import lazy
 
 from .. import symbolic as sym
 from ..errors import DimError, DTypeError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim
 from ..types import Dim, TensorType
+
+sympy = lazy("sympy")
 
 #: ``end`` of a slice that runs to the end of its dimension (the largest i64).
 SLICE_END = 2**63 - 1
