@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ import numpy as np
 
 import tensorplay as tp
 from tensorplay import runtime
-from tensorplay.examples import GPTConfig, build_gpt
+from tensorplay.examples import GPTConfig, build_cnn, build_gpt
 from tensorplay.tools.demo import median_ms
 
 
@@ -45,6 +46,11 @@ class Case:
     build: Callable[[Any], Any]  # library -> (callable, inputs)
     rtol: float = 1e-4
     atol: float = 1e-5
+    numpy: bool = False  # also time numpy (OpenBLAS for matmul) on the same inputs
+
+
+def _rng(seed: int, *shape: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
 
 
 def _chain(lib: Any):
@@ -52,9 +58,24 @@ def _chain(lib: Any):
         h = lib.nn.functional.gelu(x * 1.5 + y)
         return (h.sin() * x.tanh() - h.exp().clamp(max=4.0)) / (1.0 + y * y)
 
-    x = lib.from_numpy(np.random.default_rng(0).standard_normal((512, 1024), dtype=np.float32))
-    y = lib.from_numpy(np.random.default_rng(1).standard_normal((1, 1024), dtype=np.float32))
-    return f, (x, y)
+    return f, (lib.from_numpy(_rng(0, 1024, 1024)), lib.from_numpy(_rng(1, 1, 1024)))
+
+
+def _norm(lib: Any):
+    F = lib.nn.functional
+    w, b = lib.from_numpy(_rng(6, 1024)), lib.from_numpy(_rng(7, 1024))
+
+    def f(x):
+        return F.softmax(F.gelu(F.layer_norm(x, (1024,), w, b)), dim=-1)
+
+    return f, (lib.from_numpy(_rng(5, 512, 1024)),)
+
+
+def _matmul(n: int):
+    def build(lib: Any):
+        return (lambda a, b: a @ b), (lib.from_numpy(_rng(8, n, n)), lib.from_numpy(_rng(9, n, n)))
+
+    return build
 
 
 def _mlp(lib: Any):
@@ -72,31 +93,44 @@ def _mlp(lib: Any):
             return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
     model = MLPBlock().eval()
-    x = lib.from_numpy(np.random.default_rng(2).standard_normal((64, 512), dtype=np.float32))
-    return model, (x,)
-
-
-_GPT = GPTConfig(block_size=128, vocab_size=512, n_layer=4, n_head=4, n_embd=128)
+    return model, (lib.from_numpy(_rng(2, 64, 512)),)
 
 
 def _block(lib: Any):
     cfg = GPTConfig(block_size=128, vocab_size=512, n_layer=1, n_head=8, n_embd=256)
     model = build_gpt(lib, cfg).eval().transformer.h[0]
-    x = lib.from_numpy(np.random.default_rng(3).standard_normal((8, 128, 256), dtype=np.float32))
-    return model, (x,)
+    return model, (lib.from_numpy(_rng(3, 8, 128, 256)),)
+
+
+_GPT = GPTConfig(block_size=64, vocab_size=512, n_layer=2, n_head=4, n_embd=128)
 
 
 def _gpt(lib: Any):
+    lib.manual_seed(0)
     model = build_gpt(lib, _GPT).eval()
-    idx = lib.from_numpy(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 128)))
+    idx = lib.from_numpy(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 64)))
     return (lambda i: model(i)[0]), (idx,), model
 
 
+def _cnn(lib: Any):
+    lib.manual_seed(0)
+    return build_cnn(lib).eval(), (lib.from_numpy(_rng(10, 32, 1, 12, 12)),)
+
+
+def _tiny(lib: Any):
+    return (lambda a: a + 1), (lib.from_numpy(np.arange(4, dtype=np.float32)),)
+
+
 CASES = {
-    "chain": Case("elementwise chain (512x1024)", _chain),
+    "chain": Case("elementwise chain (1024x1024)", _chain),
+    "norm": Case("layer_norm > gelu > softmax (512x1024)", _norm, rtol=1e-4, atol=1e-6),
+    "matmul512": Case("matmul 512x512x512", _matmul(512), rtol=1e-4, atol=1e-3, numpy=True),
+    "matmul1024": Case("matmul 1024x1024x1024", _matmul(1024), rtol=1e-4, atol=2e-3, numpy=True),
     "mlp": Case("MLP block (64x512, hidden 2048)", _mlp),
     "block": Case("transformer block (8x128x256, 8 heads)", _block, rtol=1e-3, atol=1e-4),
-    "gpt": Case("nanoGPT (4 layers, 4x128 tokens)", _gpt, rtol=1e-3, atol=1e-4),
+    "gpt": Case("GPT forward (2 layers, d=128, 4x64 tokens)", _gpt, rtol=1e-3, atol=1e-4),
+    "cnn": Case("small CNN forward (batch 32)", _cnn, rtol=1e-4, atol=1e-5),
+    "tiny": Case("tiny call a + 1 (4 floats)", _tiny),
 }
 
 
@@ -146,7 +180,26 @@ def _share_weights(torch: Any, tp_model: Any, torch_model: Any) -> None:
         torch_model.load_state_dict(state)
 
 
-def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout, device: str = "auto") -> bool:
+def _dispatches(compiled: Any, backend: str, options: dict | None) -> str:
+    """IREE's dispatch count of each whole graph the compiled callable holds ("-" if none)."""
+    if not backend.startswith("iree-"):
+        return "-"
+    from tensorplay.compiler.backends.iree import count_dispatches
+
+    cf = getattr(compiled, "compiled_function", compiled)
+    try:
+        counts = [count_dispatches(g, backend, options) for g in cf.graphs]
+    except Exception as exc:  # noqa: BLE001 - a count is a figure, not a check
+        return f"({type(exc).__name__})"
+    return "+".join(map(str, counts)) or "-"
+
+
+def _geomean(values: list[float]) -> float | None:
+    return float(np.exp(np.mean(np.log(values)))) if values else None
+
+
+def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout, device: str = "auto",
+        options: dict | None = None) -> bool:
     if device == "auto":
         device = GPU_DEVICES.get(backend, "cpu")
     torch = None
@@ -162,9 +215,8 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
             eager = _to_numpy(fn(*host_args))
             weights = _nbytes(model.parameters()) + _nbytes(model.buffers()) if isinstance(model, tp.nn.Module) else 0
             args = _place(model, host_args, device)
-            eager_ms = median_ms(lambda: fn(*args), max(3, repeats // 10)) if device != "cpu" else \
-                median_ms(lambda: fn(*args), repeats)
-            compiled = tp.compile(fn, backend=backend)
+            eager_ms = median_ms(lambda: _to_numpy(fn(*args)), max(3, repeats // 10))
+            compiled = tp.compile(fn, backend=backend, options=options)
             compile_s, got = _first_call_s(lambda: compiled(*args))
             good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
             ok &= good
@@ -175,22 +227,27 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
                 return compiled(*args)
 
             before = runtime.stats()
-            compiled_ms = median_ms(call, repeats)
+            call_ms = median_ms(call, repeats)  # the result tensor, not read
             moved = runtime.stats() - before
-            per_call = ((moved.upload_bytes + moved.download_bytes) / calls[0],
+            compiled_ms = median_ms(lambda: _to_numpy(compiled(*args)), repeats)  # read to numpy
+            per_call = ((moved.upload_bytes + moved.download_bytes) / max(calls[0], 1),
                         weights + _nbytes(host_args) + eager.nbytes)
-        t_eager_ms = t_compiled_ms = t_compile_s = None
+            dispatches = _dispatches(compiled, backend, options)
+        numpy_ms = None
+        if case.numpy:
+            arrays = [np.asarray(a) for a in host_args]
+            numpy_ms = median_ms(lambda: np.matmul(*arrays), repeats)
+        t_compiled_ms = t_compile_s = None
         if torch is not None:
             tfn, targs, tmodel = _built(torch, case)
             _share_weights(torch, model, tmodel)
-            targs = tuple(torch.from_numpy(np.array(a.numpy())) for a in args)
+            targs = tuple(torch.from_numpy(np.array(np.asarray(a))) for a in host_args)
             with torch.no_grad():
-                t_eager_ms = median_ms(lambda: tfn(*targs), repeats)
                 tcompiled = torch.compile(tfn)
                 t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
-                t_compiled_ms = median_ms(lambda: tcompiled(*targs), repeats)
-        rows.append((case.name, good, eager_ms, compile_s, compiled_ms, t_eager_ms, t_compile_s, t_compiled_ms,
-                     per_call))
+                t_compiled_ms = median_ms(lambda: tcompiled(*targs).numpy(), repeats)
+        rows.append((case.name, good, eager_ms, compile_s, call_ms, compiled_ms, t_compile_s, t_compiled_ms,
+                     numpy_ms, dispatches, per_call))
 
     def ms(v: float | None) -> str:
         return f"{v:9.3f}" if v is not None else f"{'-':>9s}"
@@ -198,22 +255,30 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:7.2f}x" if a is not None and b is not None else f"{'-':>8s}"
 
-    print(f"tensorplay {tp.__version__}, backend {backend}, tensors on {device}; median of {repeats} calls, times in ms "
-          f"(compile in s){'' if torch is not None else '; no PyTorch columns (not installed or --no-torch)'}", file=out)
-    head = (f"{'case':40s} {'check':5s} {'tp eager':>9s} {'tp compile':>10s} {'tp comp.':>9s} "
-            f"{'torch':>9s} {'t.compile':>9s} {'t.comp.':>9s} {'eager/comp':>10s} {'comp/torch':>10s} "
-            f"{'comp/t.comp':>11s} {'KiB/call':>9s} {'before':>9s}")
+    print(f"tensorplay {tp.__version__}, backend {backend}, options {options or 'default'}, tensors on {device}; "
+          f"median of {repeats} calls, times in ms (compile in s)"
+          f"{'' if torch is not None else '; no PyTorch columns (not installed or --no-torch)'}", file=out)
+    head = (f"{'case':42s} {'check':5s} {'tp eager':>9s} {'compile':>8s} {'tp call':>9s} {'tp comp.':>9s} "
+            f"{'t.compile':>9s} {'t.comp.':>9s} {'numpy':>9s} {'t.comp/tp':>9s} {'numpy/tp':>9s} "
+            f"{'dispatches':>10s} {'KiB/call':>9s}")
     print(head, file=out)
     print("-" * len(head), file=out)
-    for name, good, e, cs, c, te, tcs, tc, (moved, old) in rows:
-        print(f"{name:40s} {'OK' if good else 'FAIL':5s} {ms(e)} {cs:9.2f}s {ms(c)} {ms(te)} "
-              f"{(f'{tcs:8.2f}s' if tcs is not None else '-'):>9s} {ms(tc)} {ratio(e, c):>10s} "
-              f"{ratio(c, te):>10s} {ratio(c, tc):>11s} {_kib(moved)} {_kib(old)}", file=out)
-    print("eager/comp: tensorplay speed-up from compiling; comp/torch and comp/t.comp: tensorplay "
-          "compiled time over PyTorch eager and torch.compile (below 1 is faster); KiB/call: bytes a "
-          "compiled call copied between host and device (runtime.stats; CPU programs read host arrays in "
-          "place), before: what a call copied when every weight and input was uploaded and every result "
-          "read back", file=out)
+    speedups = []
+    for name, good, e, cs, call, c, tcs, tc, npm, disp, (moved, _old) in rows:
+        if tc is not None:
+            speedups.append(tc / c)
+        print(f"{name:42s} {'OK' if good else 'FAIL':5s} {ms(e)} {cs:7.2f}s {ms(call)} {ms(c)} "
+              f"{(f'{tcs:8.2f}s' if tcs is not None else '-'):>9s} {ms(tc)} {ms(npm)} {ratio(tc, c):>9s} "
+              f"{ratio(npm, c):>9s} {disp:>10s} {_kib(moved)}", file=out)
+    mean = _geomean(speedups)
+    if mean is not None:
+        print(f"geometric mean of t.comp/tp over {len(speedups)} cases: {mean:.2f} "
+              f"(above 1: tensorplay compiled is faster than torch.compile); lowest "
+              f"{min(speedups):.2f}", file=out)
+    print("tp call: a compiled call up to its result tensor (not read); tp comp. and t.comp.: a call with its "
+          "result read to numpy (tensorplay, torch.compile inductor); t.comp/tp and numpy/tp: their time over "
+          "tensorplay's (above 1: tensorplay is faster); dispatches: IREE kernels per graph; KiB/call: bytes a "
+          "call copied between host and device buffers (runtime.stats)", file=out)
     return ok
 
 
@@ -281,18 +346,22 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="iree-cpu")
-    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     parser.add_argument("--device", default="auto",
                         help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
+    parser.add_argument("--options", default=None,
+                        help="compile options as JSON, e.g. '{\"opt_level\": \"O3\"}' (default: the backend's)")
     args = parser.parse_args(argv)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
-    ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device) if cases else True
+    options = json.loads(args.options) if args.options else None
+    ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device, options=options) \
+        if cases else True
     if args.sweep:
         ok &= run_sweep(args.backend, not args.no_torch)
     return 0 if ok else 1

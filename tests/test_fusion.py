@@ -97,3 +97,44 @@ def test_reductions_read_as_rows_and_columns_compile_to_the_eager_result():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     finally:
         tp.compiler.reset()
+
+
+def test_a_matmul_reads_a_transposed_operand_through_its_maps():
+    # x @ w.t() (every nn.Linear) and q @ k.transpose(-2, -1) (attention): no transpose is
+    # left for IREE to run or to fold into its data-tiling packs
+    g = Graph("linear_attention")
+    x = g.add_input(TensorType((6, 8), tp.float32))
+    w = g.add_input(TensorType((5, 8), tp.float32))
+    q = g.add_input(TensorType((2, 3, 4, 8), tp.float32))
+    k = g.add_input(TensorType((2, 3, 7, 8), tp.float32))
+    lin = g.add1("tp.matmul", [x, g.add1("tp.permute", [w], {"dims": [1, 0]})])
+    att = g.add1("tp.matmul", [q, g.add1("tp.permute", [k], {"dims": [0, 1, 3, 2]})])
+    # a transposed lhs, and a transpose that also feeds another op (it stays for that one)
+    wt = g.add1("tp.permute", [w], {"dims": [1, 0]})
+    lhs = g.add1("tp.matmul", [g.add1("tp.permute", [x], {"dims": [1, 0]}), x])
+    g.set_outputs([lin, att, lhs, g.add1("tp.matmul", [x, wt]), g.add1("tp.exp", [wt])])
+    text = _lowered(g)
+    assert text.count("linalg.transpose") == 1, text  # only the one exp reads
+    assert "linalg.matmul" in text and "linalg.batch_matmul" in text
+
+
+@pytest.mark.iree
+def test_matmuls_of_transposed_operands_compile_to_the_eager_result():
+    pytest.importorskip("iree.compiler")
+    rng = np.random.default_rng(1)
+
+    def f(x, w, q, k, v):
+        att = (q @ k.transpose(-2, -1)).softmax(-1)
+        return (tp.nn.functional.linear(x, w), att @ v, w @ x.t(), x.t() @ x, q[0].transpose(-2, -1) @ q[0],
+                x @ w.t().t().t())
+
+    args = [tp.tensor(rng.standard_normal(s).astype(np.float32))
+            for s in ((6, 8), (5, 8), (2, 3, 4, 8), (2, 3, 7, 8), (2, 3, 7, 8))]
+    tp.compiler.reset()
+    try:
+        for options in (None, {"opt_level": "O2", "data_tiling": True}):
+            compiled = tp.compile(f, fullgraph=True, options=options)
+            for got, want in zip(compiled(*args), f(*args)):
+                np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    finally:
+        tp.compiler.reset()

@@ -85,6 +85,23 @@ def _splat_product(a: ir.Value, b: ir.Value, k: Size, dtype, acc_dtype) -> ir.Va
     return total
 
 
+def _swapped_source(value: ir.Value) -> ir.Value | None:
+    """The input of the ``linalg.transpose`` that made ``value`` when it swaps only the last
+    two dims (``w.t()``, ``k.transpose(-2, -1)``); None otherwise. A matmul reads that input
+    with swapped indexing maps instead: IREE then sees one contraction whose operand layout it
+    chooses (packing it for data tiling) rather than a transpose it must run, or fuse into a
+    pack whose vectors exceed its limits."""
+    owner = value.owner
+    op = getattr(owner, "operation", owner)
+    if not isinstance(op, ir.Operation) or op.name != "linalg.transpose":
+        return None
+    perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+    rank = len(perm)
+    if rank < 2 or perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
+        return None
+    return op.operands[0]
+
+
 @lowers("tp.matmul", summary="`linalg.matmul` (rhs without batch: lhs batch folded into rows) or "
                              "`linalg.batch_matmul` (batch-less operands through broadcasting "
                              "indexing maps); 1-D operands via `tensor.expand_shape`/`collapse_shape`, "
@@ -128,12 +145,30 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
         lead = len(sizes) - 2
         return collapse(value, [list(range(lead)), [lead], [lead + 1]])
 
+    # an operand made by swapping its last two dims is read in place through the maps
+    a_src = _swapped_source(a) if ta.rank >= 2 else None
+    b_src = _swapped_source(b) if tb.rank >= 2 else None
+
+    def swapped(sizes):
+        return sizes[:-2] + [sizes[-1], sizes[-2]]
+
     if b_unit:
         # The lhs batch dims are just more rows: one (batch*M, K) x (K, N) product.
         count = product(a_sizes[:-1])
         rows = matrix(a, a_sizes)
         acc = filled([count, n], acc_dtype, 0)
-        result = acc if empty_sum else linalg.matmul(rows, matrix(b, b_sizes), outs=[acc])
+        lhs_map, rhs_map = dim_map(3, [0, 2]), dim_map(3, [2, 1])
+        if a_src is not None and len(a_sizes) == 2:  # (a 2-d lhs only: batch dims fold into its rows)
+            rows, lhs_map = a_src, dim_map(3, [2, 0])
+        rhs = matrix(b, b_sizes)
+        if b_src is not None:
+            rhs, rhs_map = matrix(b_src, swapped(b_sizes)), dim_map(3, [1, 2])
+        if empty_sum:
+            result = acc
+        elif lhs_map == dim_map(3, [0, 2]) and rhs_map == dim_map(3, [2, 1]):
+            result = linalg.matmul(rows, rhs, outs=[acc])
+        else:
+            result = linalg.matmul(rows, rhs, outs=[acc], indexing_maps=[lhs_map, rhs_map, dim_map(3, [0, 1])])
         result = expand(result, [list(range(nb + 1)), [nb + 1]], batch + [m, n])
     else:
         acc = filled([product(batch), m, n], acc_dtype, 0)
@@ -144,13 +179,19 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
                                          indexing_maps=[dim_map(4, [1, 3]), dim_map(4, [0, 3, 2]),
                                                         dim_map(4, [0, 1, 2])])
         else:
-            ops = []
-            for value, sizes in ((a, a_sizes), (b, b_sizes)):
+            ops, maps = [], []
+            for value, src, sizes, plain, flipped in ((a, a_src, a_sizes, [0, 1, 3], [0, 3, 1]),
+                                                      (b, b_src, b_sizes, [0, 3, 2], [0, 2, 3])):
                 if not _covers(sizes[:-2], batch):
                     value = _broadcast_batch(value, sizes, batch, dtype)
-                    sizes = batch + sizes[-2:]
-                ops.append(batched(value, sizes))
-            result = linalg.batch_matmul(*ops, outs=[acc])
+                    sizes, src = batch + sizes[-2:], None
+                if src is not None:
+                    ops.append(batched(src, swapped(sizes)))
+                    maps.append(dim_map(4, flipped))
+                else:
+                    ops.append(batched(value, sizes))
+                    maps.append(dim_map(4, plain))
+            result = linalg.batch_matmul(*ops, outs=[acc], indexing_maps=[*maps, dim_map(4, [0, 1, 2])])
         result = expand(result, [list(range(nb)), [nb], [nb + 1]], batch + [m, n])
     result = collapse(result, unit_groups(nb + 2, drop))
     if acc_dtype is not dtype:

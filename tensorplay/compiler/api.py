@@ -118,6 +118,9 @@ class Entry:
                 obj._data = outs[k]
                 obj._capture = None
                 obj._type = None
+        if self.out_tree is pytree.LEAF and len(self.out_spec) == 1 and self.out_spec[0][0] == "new":
+            out = outs[self.out_spec[0][1]]  # (one new tensor: the usual result)
+            return Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
         made: dict[int, Tensor] = {}
         result: list[Any] = []
         for item in self.out_spec:
@@ -395,7 +398,7 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.disabled or current_capture() is not None or _compile_disabled():
             return self._fn(*args, **kwargs)
-        leaves, treedef = pytree.flatten((args, kwargs))
+        leaves, treedef = pytree.flatten_call(args, kwargs)
         key = call_key(treedef, leaves)
         with self._group.lock:
             entry = self._lookup(key, leaves)

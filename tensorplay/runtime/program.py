@@ -155,8 +155,8 @@ class Function:
     on the device between calls (module weights); ``private`` the inputs the program may write
     into (passed as fresh copies: a caller's array or device tensor is never changed)."""
 
-    __slots__ = ("program", "name", "result_dtypes", "storage", "resident", "private", "results", "label",
-                 "_vm_function", "_n_results", "_logged")
+    __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
+                 "_vm_function", "_n_results", "_logged", "_special")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
                  storage: Sequence[Any] | None = None, resident: Sequence[int] = (), private: Sequence[int] = (),
@@ -169,11 +169,22 @@ class Function:
         self.result_dtypes = None if result_dtypes is None else [np.dtype(d) for d in result_dtypes]
         self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
         self.storage = None if storage is None else [None if d is None else np.dtype(d) for d in storage]
-        self.resident = frozenset(resident)
         self.private = frozenset(private)
+        self.resident = frozenset(resident)
         self.results = results
         self.label = program.name or name
         self._logged: set = set()  # transfer patterns already logged (TENSORPLAY_LOGS=perf)
+
+    @property
+    def resident(self) -> frozenset[int]:
+        return self._resident
+
+    @resident.setter
+    def resident(self, positions: Any) -> None:
+        self._resident = frozenset(positions)
+        # the inputs a call cannot take the plain path for (private, resident or widened)
+        self._special = self.private | self._resident | frozenset(
+            i for i, d in enumerate(self.storage or ()) if d is not None)
 
     def __call__(self, *arrays: Any) -> list[Any]:
         return self.program._invoke(self, arrays)
@@ -260,7 +271,6 @@ class Program:
         self._closed = False
         self._BufferView = rt.HalBufferView
         self._VariantList = rt.VmVariantList
-        self._to_element_type = rt.dtypes.map_dtype_to_hal_element_type
         self._upload_memory = int(rt.MemoryType.DEVICE_LOCAL)
         self._upload_usage = int(rt.BufferUsage.DEFAULT)
         self._import_memory = int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE)
@@ -334,12 +344,18 @@ class Program:
         return self._call(fn, arrays)
 
     def _call(self, fn: Function, arrays: Sequence[Any]) -> list[Any]:
-        self._check_open()
-        vm_function = fn._vm_function
+        # the path of every compiled call: per-argument facts are read from the Function's
+        # tables, small host arrays and results are copied (cheaper than mapping them)
+        if self._closed:
+            self._check_open()
         args = self._VariantList(len(arrays))
         in_place: list[np.ndarray] = []  # host arrays a CPU program reads where they are
         on_device = False
+        special = fn._special
         for i, a in enumerate(arrays):
+            if type(a) is np.ndarray and i not in special and a.nbytes <= _COPY_BELOW and a.flags.c_contiguous:
+                args.push_ref(_copy_up(_rt(), self._device, a, _element_type(a.dtype, self, i), fn.label))
+                continue
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
                     backend = BACKEND_OF_DRIVER.get(a.driver)
@@ -370,8 +386,9 @@ class Program:
         results = self._VariantList(n if n is not None else 4)
         try:
             with self._invoke_lock:  # IREE VM contexts are thread-compatible, not thread-safe
-                self._context.invoke(vm_function, args, results)
+                self._context.invoke(fn._vm_function, args, results)
         except (ValueError, RuntimeError) as exc:  # IREE checks count, shapes and dtypes against the ABI
+            vm_function = fn._vm_function
             declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
             given = ", ".join(f"{a.dtype}{list(a.shape)}" if isinstance(a, DeviceArray) else
                               f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
@@ -379,12 +396,10 @@ class Program:
             raise kind(f"{self!r}: calling {vm_function.name} with {given} failed: {iree_reason(exc)}\n"
                        f"  the function is: {declared}") from None
         keep = fn.results == "device" or (fn.results == "auto" and on_device)
-        out = []
-        for i in range(len(results)):
-            view = results.get_as_object(i, self._BufferView)
-            dtype = fn.result_dtypes[i] if fn.result_dtypes is not None else None
-            out.append(self._result(view, dtype, keep, in_place, fn.label))
-        return out
+        dtypes = fn.result_dtypes
+        BufferView = self._BufferView
+        return [self._result(results.get_as_object(i, BufferView), None if dtypes is None else dtypes[i], keep,
+                             in_place, fn.label) for i in range(len(results))]
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
                in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:
@@ -394,7 +409,7 @@ class Program:
         array = np.asarray(array, order="C")
         if storage is not None and array.dtype != storage:
             array = to_storage(array, storage)
-        element_type = self._to_element_type(array.dtype)
+        element_type = _element_type(array.dtype, self, index, fail=False)
         if element_type is None:
             what = "an argument" if index is None else f"argument {index}"
             raise TypeError(f"{self!r}: {what} has dtype {array.dtype}, which IREE cannot take; "
@@ -424,29 +439,64 @@ class Program:
         return self._BufferView(buffer, list(view.shape), int(view.element_type))
 
     def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str) -> Any:
-        rt = _rt()
-        shape = tuple(view.shape)
-        raw = np.dtype(rt.HalElementType.map_to_dtype(view.element_type))
-        if view.element_type == rt.HalElementType.BOOL_8:
-            raw = np.dtype(np.bool_)
+        raw = _RAW_DTYPES.get(view.element_type)
+        if raw is None:
+            raw = _raw_dtype(view.element_type)
         if dtype is None:
             dtype = raw
         if not self._host_memory:
+            shape = tuple(view.shape)
             if keep:
                 return DeviceArray(view, self.driver, shape, dtype, raw)
             return from_storage(download(view, self.driver, shape, raw, label), dtype)
-        if view.byte_length == 0:
-            return np.zeros(shape, dtype)
-        host = _MappedArray.of(view, shape, raw, self.driver)
-        for a in in_place:  # a result IREE passed through from an input: a copy, as eager gives
-            if np.shares_memory(host, a):
-                host = host.copy()
-                break
+        nbytes = view.byte_length
+        if nbytes <= _COPY_BELOW:  # a copy of its own: nothing keeps the buffer, nothing aliases
+            if nbytes == 0:
+                return np.zeros(tuple(view.shape), dtype)
+            host = np.frombuffer(view.get_buffer().map(), raw, nbytes // raw.itemsize).reshape(view.shape)
+            host = host.copy()
+        else:
+            host = _MappedArray.of(view, tuple(view.shape), raw, self.driver)
+            for a in in_place:  # a result IREE passed through from an input: a copy, as eager gives
+                if np.shares_memory(host, a):
+                    host = host.copy()
+                    break
         if raw == dtype:
             return host
         if raw.itemsize == dtype.itemsize and raw.kind in "biu" and dtype.kind in "biu":
             return host.view(dtype)  # IREE's signless integers, read as the declared dtype
         return from_storage(host, dtype)
+
+
+#: host arrays and CPU results up to this size are copied rather than imported or mapped: a
+#: copy of a few KiB costs less than the import's alignment check or the mapping's bookkeeping
+_COPY_BELOW = 16 * 1024
+
+_ELEMENT_TYPES: dict[np.dtype, Any] = {}
+_RAW_DTYPES: dict[Any, np.dtype] = {}
+
+
+def _element_type(dtype: np.dtype, program: Program, index: int | None = None, fail: bool = True) -> Any:
+    """IREE's element type of numpy ``dtype`` (cached); a TypeError for dtypes IREE lacks."""
+    et = _ELEMENT_TYPES.get(dtype)
+    if et is None:
+        et = _rt().dtypes.map_dtype_to_hal_element_type(dtype)
+        if et is not None:
+            _ELEMENT_TYPES[dtype] = et = int(et)
+        elif fail:
+            what = "an argument" if index is None else f"argument {index}"
+            raise TypeError(f"{program!r}: {what} has dtype {dtype}, which IREE cannot take; "
+                            f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
+    return et
+
+
+def _raw_dtype(element_type: Any) -> np.dtype:
+    """The numpy dtype IREE's ``element_type`` reads as (cached; IREE's BOOL_8 as numpy bool)."""
+    rt = _rt()
+    raw = np.dtype(np.bool_) if element_type == rt.HalElementType.BOOL_8 else \
+        np.dtype(rt.HalElementType.map_to_dtype(element_type))
+    _RAW_DTYPES[element_type] = raw
+    return raw
 
 
 def _note_shared(fn: Function, index: int) -> None:

@@ -113,3 +113,61 @@ def test_modes_compile_and_match_eager(mode):
     assert run.program.driver == driver
     (out,) = run(*arrays)
     np.testing.assert_allclose(out, interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_plainer_pipelines_drop_the_speed_options_then_the_level():
+    tries = iree.plainer_pipelines({"opt_level": "O3", "data_tiling": True, "ukernels": "all", "target_cpu": "host"})
+    assert tries == [{"opt_level": "O3", "data_tiling": True, "ukernels": "all", "target_cpu": "host"},
+                     {"opt_level": "O3", "data_tiling": False, "target_cpu": "host"},
+                     {"opt_level": "O0", "data_tiling": False, "target_cpu": "host"}]
+    assert iree.plainer_pipelines({}) == [{}, {"opt_level": "O0", "data_tiling": False}]
+
+
+@pytest.mark.iree
+def test_a_graph_a_faster_pipeline_cannot_compile_compiles_with_a_plainer_one(monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("TENSORPLAY_CACHE_DIR", str(tmp_path))
+    real = iree.compile_mlir
+    tried = []
+
+    def data_tiling_fails(text, flags, **kw):  # as IREE 3.13 does on some graphs (stack or vector limits)
+        tried.append(list(flags))
+        if "--iree-opt-data-tiling=true" in flags:
+            return real(text + "\n\u00a7", flags, **kw)  # a real IREE failure: a character it cannot parse
+        return real(text, flags, **kw)
+
+    monkeypatch.setattr(iree, "compile_mlir", data_tiling_fails)
+    graph = mlp()
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs]
+    with caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
+        run = tpc.lookup_backend("iree-cpu")(graph, [], options={"opt_level": "O2", "data_tiling": True})
+    (out,) = run(*arrays)
+    np.testing.assert_allclose(out, interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
+    assert [("--iree-opt-data-tiling=true" in f, "--iree-opt-data-tiling=false" in f) for f in tried] == \
+        [(True, False), (False, True)]
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "'data_tiling': True" in warned[0].getMessage()
+    assert "instead" in warned[0].getMessage() and "'data_tiling': False" in warned[0].getMessage()
+    # a graph no pipeline compiles is still the error of the first attempt's kind
+    monkeypatch.setattr(iree, "compile_mlir", lambda text, flags, **kw: real(text + "\n\u00a7", flags, **kw))
+    with pytest.raises(tpc.backends.BackendCompileError, match="IREE could not compile"):
+        tpc.lookup_backend("iree-cpu")(graph, [], options={"opt_level": "O1"})
+
+
+@pytest.mark.iree
+def test_gpt_compiles_with_data_tiling_or_says_what_it_dropped(caplog):
+    # IREE 3.13 refused this model under O2 + data tiling (oversized vectors / stack in a dispatch
+    # that packs an operand); the compile still succeeds, and any pipeline change is logged
+    from tensorplay.examples import GPTConfig, build_gpt
+
+    tp.manual_seed(0)
+    model = build_gpt(tp, GPTConfig(block_size=64, vocab_size=512, n_layer=1, n_head=4, n_embd=128)).eval()
+    idx = tp.tensor(np.random.default_rng(0).integers(0, 512, (4, 64)))
+    tp.compiler.reset()
+    with tp.no_grad(), caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
+        got = tp.compile(lambda i: model(i)[0], options={"opt_level": "O2", "data_tiling": True})(idx)
+        np.testing.assert_allclose(got.numpy(), model(idx)[0].numpy(), rtol=1e-4, atol=1e-5)
+    for r in caplog.records:
+        if "did not compile" in r.getMessage():
+            assert r.levelname == "WARNING" and "data_tiling" in r.getMessage()
+    tp.compiler.reset()

@@ -18,7 +18,7 @@ import tensorplay as tp
 from tensorplay import runtime
 from tensorplay.compiler.backends import device_ops
 from tensorplay.examples.models import GPTConfig, build_cnn, build_gpt
-from tensorplay.runtime import storage
+from tensorplay.runtime import program, storage
 
 #: the GPU device of each IREE backend that keeps tensors on a device
 DEVICES = {"iree-vulkan": "vulkan", "iree-cuda": "cuda"}
@@ -119,8 +119,28 @@ def _aligned(shape, dtype=np.float32):
 
 
 @pytest.mark.iree
-def test_cpu_programs_read_inputs_in_place_and_return_views():
+def test_cpu_programs_copy_small_arrays_and_results():
+    # below program._COPY_BELOW a copy costs less than reading in place or mapping: small
+    # inputs are copied even when aligned, small results are arrays of their own
     model, x = _mlp()
+    compiled = tp.compiler.compile(model, backend="iree-cpu")
+    compiled(x)
+    a = _aligned(tuple(x.shape))
+    a[...] = np.asarray(x)
+    before = runtime.stats()
+    y = compiled(tp.from_numpy(a))
+    moved = _moved(before)
+    assert moved.imports == 0 and moved.uploads == 1 and moved.upload_bytes == a.nbytes, moved
+    assert y._data.base is None and y._data.flags.writeable
+    np.testing.assert_allclose(np.asarray(y), np.asarray(model(x)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.iree
+def test_cpu_programs_read_inputs_in_place_and_return_views():
+    tp.manual_seed(1)
+    model = tp.nn.Sequential(tp.nn.Linear(64, 96), tp.nn.GELU(), tp.nn.Linear(96, 64)).eval()
+    x = tp.randn(80, 64)  # input and result above program._COPY_BELOW
+    assert x.numel() * 4 > program._COPY_BELOW
     compiled = tp.compiler.compile(model, backend="iree-cpu")
     compiled(x)
     a = _aligned(tuple(x.shape))
@@ -416,8 +436,10 @@ def test_programs_never_write_into_their_arguments(backend):
     caps = tp.compiler.get_backend_capabilities(backend)
     if not caps.available:
         pytest.skip(caps.reason)
-    base = _aligned((3, 4))
-    base[...] = np.arange(12).reshape(3, 4)
+    # larger than what is copied anyway (program._COPY_BELOW): read in place on the CPU
+    base = _aligned((72, 64))
+    assert base.nbytes > program._COPY_BELOW
+    base[...] = np.arange(base.size).reshape(base.shape) % 97
     original = base.copy()
     rows, cols, vals = tp.tensor([0, 2]), tp.tensor([1, 3]), tp.tensor([10.0, 20.0])
 
@@ -438,7 +460,7 @@ def test_programs_never_write_into_their_arguments(backend):
     dev = DEVICES.get(backend)
     for place in ([None] if dev is None else [None, dev]):
         b = tp.from_numpy(base) if place is None else tp.from_numpy(base).to(place)
-        for fn, other, want in ((accumulate, vals, want_acc), (overwrite, tp.full((2, 4), 7.0), want_over)):
+        for fn, other, want in ((accumulate, vals, want_acc), (overwrite, tp.full((2, 64), 7.0), want_over)):
             other = other if place is None else other.to(place)
             compiled = tp.compiler.compile(fn, backend=backend)
             for _ in range(2):

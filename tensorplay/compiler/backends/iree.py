@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -281,8 +282,29 @@ class IreeBackend:
         from ...dialects.tp import mlir as M
 
         module = tp_mlir(graph)
-        return compile_cached(M.print_module(module), lambda: lower_to_linalg(module, graph.name, self.name),
-                              self.flags(options), backend=self.name, name=graph.name)
+        lowered: list[str] = []
+
+        def linalg_text() -> str:  # lowered once, however many pipelines are tried
+            if not lowered:
+                lowered.append(lower_to_linalg(module, graph.name, self.name))
+            return lowered[0]
+
+        key = M.print_module(module)
+        tries = plainer_pipelines(options)
+        for i, attempt in enumerate(tries):
+            try:
+                return compile_cached(key, linalg_text, self.flags(attempt), backend=self.name, name=graph.name)
+            except BackendCompileError as exc:
+                if i + 1 == len(tries) or not lowered:  # (no lowering: the failure is not IREE's)
+                    raise
+                reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line),
+                              str(exc).splitlines()[0])
+                dropped = {k: v for k, v in attempt.items() if tries[i + 1].get(k) != v}
+                log = _log.warning if any(k in options for k in dropped) else _log.info
+                log("%s: graph %r did not compile with %s (IREE: %s); compiling it with %s instead",
+                    self.name, graph.name, dropped, reason[:300],
+                    {k: tries[i + 1].get(k) for k in dropped} or "IREE's defaults")
+        raise AssertionError("unreachable")
 
     # load and run -------------------------------------------------------------------------
     def driver_for(self, graph: Graph, options: Mapping[str, Any] | None = None) -> str:
@@ -317,6 +339,24 @@ class IreeBackend:
         prepared = self.prepare(graph)
         vmfb = self._compile(prepared.graph, options)
         return self._load(vmfb, prepared, options)
+
+
+def plainer_pipelines(options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``options``, then ever plainer variants to try when IREE cannot compile a graph with
+    them: without data tiling, microkernels and aggressive fusion, then also at O0. A graph that
+    compiles with a plainer pipeline is never refused because a faster one failed."""
+    tries = [dict(options)]
+    plain = {k: v for k, v in options.items() if k not in _SPEED_OPTIONS}
+    if plain.get("opt_level") not in (None, "O0"):
+        plain["data_tiling"] = False  # (off explicitly, whatever IREE defaults to at that level)
+    for candidate in (plain, {**plain, "opt_level": "O0", "data_tiling": False}):
+        if candidate not in tries:
+            tries.append(candidate)
+    return tries
+
+
+#: options that only make code faster, dropped first when a compile fails
+_SPEED_OPTIONS = ("data_tiling", "ukernels", "aggressive_fusion")
 
 
 #: ops lowered to write into their operand 0 (``iree_linalg_ext.scatter``, ``tensor.insert_slice``)
@@ -367,6 +407,19 @@ def bind(program: Any, prepared: Widened, name: str | None = None, results: str 
 
 
 _backends: dict[str, IreeBackend] = {}
+
+
+def count_dispatches(graph: Graph, backend: str = "iree-cpu", options: Mapping[str, Any] | None = None) -> int:
+    """How many dispatches (kernels) IREE forms for ``graph`` with ``options``: the
+    ``flow.dispatch`` ops of the flow-level IR (the iree-compile tool stops there with
+    ``--compile-to=flow``; the in-process API has no such option). For benchmarks and reports."""
+    from iree.compiler import compile_str
+
+    b = get_iree_backend(backend)
+    prepared = b.prepare(graph)
+    text = lower_to_linalg(tp_mlir(prepared.graph), graph.name, backend)
+    flow = compile_str(text, extra_args=[*b.flags(validate_options(options or {})), "--compile-to=flow"])
+    return len(re.findall(r"flow\.dispatch @", flow.decode()))
 
 
 def get_iree_backend(name: str) -> IreeBackend:

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from ..._tensor import Tensor
 from ...dialects.tp.dtypes import DType
 
-__all__ = ["TreeDef", "TreeNode", "LEAF", "CONSTANT_TYPES", "Leaf", "flatten", "unflatten", "leaf_paths",
+__all__ = ["TreeDef", "TreeNode", "LEAF", "CONSTANT_TYPES", "Leaf", "flatten", "flatten_call", "unflatten", "leaf_paths",
            "leaves", "is_constant", "check_pytree", "signature_key"]
 
 #: Leaf values treated as constants: captured by value and guarded.
@@ -81,6 +81,24 @@ def flatten(tree: Any) -> tuple[list[Any], TreeDef]:
     """Leaves in depth-first order and the structure that :func:`unflatten` rebuilds."""
     leaves: list[Any] = []
     return leaves, _flatten(tree, leaves)
+
+
+_ARGS_TREES: dict[int, TreeDef] = {}
+
+
+def flatten_call(args: tuple, kwargs: dict) -> tuple[list[Any], TreeDef]:
+    """``flatten((args, kwargs))``, without the walk for the usual call: tensors passed by
+    position (every compiled call flattens its arguments)."""
+    if not kwargs:
+        for a in args:
+            if type(a) is not Tensor:
+                break
+        else:
+            tree = _ARGS_TREES.get(len(args))
+            if tree is None:
+                tree = _ARGS_TREES[len(args)] = flatten((args, {}))[1]
+            return list(args), tree
+    return flatten((args, kwargs))
 
 
 def _flatten(tree: Any, leaves: list[Any]) -> TreeDef:

@@ -577,7 +577,10 @@ class ReadRecorder:
         if event != "call" or not self.active or self.paused:
             return None
         code = frame.f_code
-        if not self._is_user_file(code.co_filename) or code.co_name in ("<genexpr>",):
+        if not self._is_user_file(code.co_filename) or code.co_name in ("<genexpr>",) \
+                or "__create_fn__" in getattr(code, "co_qualname", ""):
+            # (dataclasses' generated methods, whose file is "<string>" like code run by exec,
+            # read only what their class fixed when it was made)
             return None
         frame.f_trace_opcodes = True
         self._frames[id(frame)] = []
