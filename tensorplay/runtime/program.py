@@ -156,7 +156,7 @@ class Function:
     into (passed as fresh copies: a caller's array or device tensor is never changed)."""
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
-                 "_vm_function", "_n_results", "_logged", "_special")
+                 "_vm_function", "_n_results", "_logged", "_special", "__weakref__")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
                  storage: Sequence[Any] | None = None, resident: Sequence[int] = (), private: Sequence[int] = (),
@@ -166,6 +166,7 @@ class Function:
         self.program = program
         self.name = name
         self._vm_function = program._lookup(name)
+        program._bound.add(self)
         self.result_dtypes = None if result_dtypes is None else [np.dtype(d) for d in result_dtypes]
         self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
         self.storage = None if storage is None else [None if d is None else np.dtype(d) for d in storage]
@@ -276,6 +277,7 @@ class Program:
         self._import_memory = int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE)
         self._host_memory = is_host_driver(driver)
         self._functions: dict[str, Any] = {}
+        self._bound: weakref.WeakSet = weakref.WeakSet()  # its Functions (close drops their IREE handles)
         _programs.add(self)
 
     def __repr__(self) -> str:
@@ -317,6 +319,8 @@ class Program:
         """Release the VM context, module and buffers now (also done at interpreter exit)."""
         self._closed = True
         self._functions.clear()
+        for fn in list(self._bound):  # no IREE object may outlive the runtime (see release_all)
+            fn._vm_function = None
         self._context = None
         self._module = None
         self._device = None

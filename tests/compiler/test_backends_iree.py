@@ -306,3 +306,24 @@ def test_runtime_needs_no_compiler_and_leaves_no_leaks_at_exit(cpu_vmfb, tmp_pat
     np.testing.assert_allclose(result["out"], interpret(graph, arrays)[0], rtol=2e-5)
     assert result["compiler_imported"] is False
     assert "leaked" not in proc.stderr
+
+
+WITH_TORCH_COMPILE = textwrap.dedent("""
+    import numpy as np, tensorplay as tp, torch
+    compiled = tp.compile(tp.nn.Linear(4, 3))
+    y = compiled(tp.randn(2, 4))
+    g = torch.compile(lambda a: a * 2 + 1)
+    print(float(g(torch.ones(3))[0]), tuple(y.shape))
+""")
+
+
+@pytest.mark.iree
+def test_a_process_using_torch_compile_too_reports_no_leaks_at_exit():
+    # torch.compile keeps compiled callables (and their IREE function handles) alive past the
+    # runtime's exit clean-up; closing a program drops the handles its bound functions hold
+    pytest.importorskip("torch")
+    proc = subprocess.run([sys.executable, "-c", WITH_TORCH_COMPILE], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3.0", "(2,", "3)"]
+    assert "leaked" not in proc.stderr, proc.stderr[-2000:]
