@@ -6,10 +6,24 @@ upgrade that moves them touches one file.
 
 from __future__ import annotations
 
+import importlib
 import threading
+from typing import Any
 
 from iree.compiler import ir, passmanager
-from iree.compiler.dialects import arith, func, linalg, math, scf, tensor
+
+#: upstream dialect modules, imported on first use: emitting tp MLIR (all a compiled call with
+#: a warm disk cache does) needs none of them, and linalg's alone costs ~0.2 s to import
+_DIALECTS = ("arith", "func", "linalg", "math", "scf", "tensor")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DIALECTS:
+        module = importlib.import_module(f"iree.compiler.dialects.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ir", "passmanager", "arith", "func", "linalg", "math", "scf", "tensor", "context"]
 
