@@ -358,7 +358,11 @@ class Program:
         special = fn._special
         for i, a in enumerate(arrays):
             if type(a) is np.ndarray and i not in special and a.nbytes <= _COPY_BELOW and a.flags.c_contiguous:
-                args.push_ref(_copy_up(_rt(), self._device, a, _element_type(a.dtype, self, i), fn.label))
+                et = _ELEMENT_TYPES.get(a.dtype) or _element_type(a.dtype, self, i)
+                args.push_ref(self._allocator.allocate_buffer_copy(
+                    memory_type=self._upload_memory, allowed_usage=self._upload_usage, device=self._device,
+                    buffer=a, element_type=et))
+                count("upload", a.nbytes, fn.label)
                 continue
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:

@@ -27,7 +27,7 @@ def test_list_mode_options_returns_each_modes_patch():
     assert set(table) == {"default", "reduce-overhead", "max-autotune"}
     assert table["default"] == {}
     assert tpc.list_mode_options("reduce-overhead") == {"runtime_driver": "local-sync"}
-    assert tpc.list_mode_options("max-autotune")["opt_level"] == "O3"
+    assert tpc.list_mode_options("max-autotune") == {"autotune": True}
     table["default"]["opt_level"] = "O0"       # a copy: the modes stay as they were
     assert tpc.list_mode_options("default") == {}
     with pytest.raises(ValueError, match="unknown compile mode 'turbo'; modes: default, reduce-overhead, "
@@ -65,7 +65,7 @@ SAMPLE_VALUES = {"opt_level": ["O0", "O1", "O2", "O3"], "data_tiling": [True, Fa
                  "ukernels": ["default", "none", "all", "mmt4d,pack"], "aggressive_fusion": [True, False],
                  "runtime_driver": ["auto", "local-sync", "local-task"], "target_cpu": ["host", "znver4"],
                  "cuda_target": ["sm_80"], "rocm_target": ["gfx942"], "vulkan_target": ["rdna3"],
-                 "extra_flags": [["--iree-opt-const-eval=false"]]}
+                 "extra_flags": [["--iree-opt-const-eval=false"]], "autotune": [True, False]}
 
 
 def test_every_mode_and_option_maps_to_flags_iree_accepts():
@@ -106,11 +106,13 @@ def mlp():
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_modes_compile_and_match_eager(mode):
     graph = mlp()
-    driver = "local-sync" if mode == "reduce-overhead" else iree.choose_cpu_driver(graph)
+    # (max-autotune: the driver its timing chose)
+    drivers = ("local-sync",) if mode == "reduce-overhead" else ("local-sync", "local-task")
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs]
-    run = tpc.lookup_backend("iree-cpu")(graph, [], options=resolve_options(mode, None))
-    assert run.program.driver == driver
+    examples = [tp.tensor(a) for a in arrays]
+    run = tpc.lookup_backend("iree-cpu")(graph, examples, options=resolve_options(mode, None))
+    assert run.program.driver in drivers
     (out,) = run(*arrays)
     np.testing.assert_allclose(out, interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
 
@@ -171,3 +173,33 @@ def test_gpt_compiles_with_data_tiling_or_says_what_it_dropped(caplog):
         if "did not compile" in r.getMessage():
             assert r.levelname == "WARNING" and "data_tiling" in r.getMessage()
     tp.compiler.reset()
+
+
+@pytest.mark.iree
+def test_autotune_times_the_candidates_once_and_keeps_the_choice_on_disk(monkeypatch, tmp_path, caplog):
+    from tensorplay.compiler.backends import cache
+
+    monkeypatch.setenv("TENSORPLAY_CACHE_DIR", str(tmp_path))
+    graph = mlp()
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs]
+    backend = iree.get_iree_backend("iree-cpu")
+    candidates = backend.autotune_candidates({"autotune": True, "target_cpu": "host"})
+    assert {"opt_level": "O0", "target_cpu": "host", "runtime_driver": "local-sync"} in candidates
+    assert all(c["target_cpu"] == "host" and "autotune" not in c for c in candidates)
+    assert len({c["runtime_driver"] for c in candidates}) == 2 and any(c.get("data_tiling") for c in candidates)
+    timed = []
+    real = iree._time_calls
+    monkeypatch.setattr(iree, "_time_calls", lambda run, a: timed.append(run) or real(run, a))
+    with caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
+        run = tpc.lookup_backend("iree-cpu")(graph, [tp.tensor(a) for a in arrays], options={"autotune": True})
+    assert len(timed) == len(backend.autotune_candidates({"autotune": True}))
+    np.testing.assert_allclose(run(*arrays)[0], interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
+    chosen = [r.getMessage() for r in caplog.records if "(autotune)" in r.getMessage()]
+    assert len(chosen) == 1
+    # a new process (here: cleared memory) reads the choice and times nothing
+    timed.clear()
+    cache.reset_cache_stats()
+    run = tpc.lookup_backend("iree-cpu")(graph, [tp.tensor(a) for a in arrays], options={"autotune": True})
+    assert timed == [] and cache.cache_stats()["compiles"] == 0
+    np.testing.assert_allclose(run(*arrays)[0], interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)

@@ -337,8 +337,60 @@ class IreeBackend:
         self._check_available()
         options = validate_options(options or {})
         prepared = self.prepare(graph)
+        if options.get("autotune"):
+            options = self._autotuned(prepared, example_inputs, options)
         vmfb = self._compile(prepared.graph, options)
         return self._load(vmfb, prepared, options)
+
+    # autotune -----------------------------------------------------------------------------
+    def autotune_candidates(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pipelines ``autotune`` tries: ``options`` (less ``autotune``) with each
+        candidate's optimization level, data tiling, microkernels, fusion and CPU driver."""
+        base = {k: v for k, v in options.items() if k not in ("autotune", *_TUNED)}
+        t = self.spec
+        levels = [{"opt_level": "O0"}, {"opt_level": "O2"}, {"opt_level": "O3"}]
+        if t.data_tiling:
+            levels += [{"opt_level": "O2", "data_tiling": True},
+                       {"opt_level": "O3", "data_tiling": True, "aggressive_fusion": True,
+                        **({"ukernels": "all"} if t.ukernels_flag else {})}]
+        drivers = [{"runtime_driver": d} for d in t.driver_choices] if t.driver_by_work else [{}]
+        return [{**base, **level, **driver} for level in levels for driver in drivers]
+
+    def _autotuned(self, prepared: Widened, example_inputs: Sequence[Any], options: Mapping[str, Any]
+                   ) -> dict[str, Any]:
+        """The candidate pipeline fastest on ``example_inputs`` (kept in the disk cache under
+        the graph, so a later process compiles only that one)."""
+        import json
+
+        from ...dialects.tp import mlir as M
+
+        candidates = self.autotune_candidates(options)
+        t = self.spec
+        key = cache.cache_key(mlir=M.print_module(tp_mlir(prepared.graph)), backend=f"autotune:{self.name}",
+                              flags=[json.dumps(c, sort_keys=True) for c in candidates],
+                              target=cache.host_target() if t.target == "llvm-cpu" else t.target)
+        arrays = [getattr(x, "_data", x) for x in example_inputs]
+
+        def tune() -> bytes:
+            timings = []
+            for candidate in candidates:
+                try:
+                    run = self._load(self._compile(prepared.graph, candidate), prepared, candidate)
+                    timings.append((_time_calls(run, arrays), candidate))
+                except Exception as exc:  # noqa: BLE001 - a candidate that fails is not chosen
+                    _log.info("%s: autotune of %r: %s failed: %s", self.name, prepared.graph.name, candidate,
+                              str(exc).splitlines()[0])
+            if not timings:
+                raise BackendCompileError(f"{self.name}: no autotune candidate compiled graph "
+                                          f"{prepared.graph.name!r}", backend=self.name, graph=prepared.graph.name)
+            timings.sort(key=lambda tc: tc[0])
+            _log.info("%s: autotune of %r: %s", self.name, prepared.graph.name,
+                      "; ".join(f"{c} {1e3 * s:.3f} ms" for s, c in timings))
+            return json.dumps(timings[0][1], sort_keys=True).encode()
+
+        choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}"))
+        _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
+        return validate_options(choice)
 
 
 def plainer_pipelines(options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -353,6 +405,27 @@ def plainer_pipelines(options: Mapping[str, Any]) -> list[dict[str, Any]]:
         if candidate not in tries:
             tries.append(candidate)
     return tries
+
+
+#: what autotune chooses (the other options are kept as given)
+_TUNED = ("opt_level", "data_tiling", "ukernels", "aggressive_fusion", "runtime_driver")
+
+
+def _time_calls(run: Callable[..., list], arrays: Sequence[Any], budget_s: float = 0.25, most: int = 20) -> float:
+    """The median time of calls of ``run`` on ``arrays`` after a warm-up call: as many as fit in
+    ``budget_s`` (at least three, at most ``most``)."""
+    import time
+
+    run(*arrays)
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < 3 or (spent < budget_s and len(times) < most):
+        start = time.perf_counter()
+        run(*arrays)
+        times.append(time.perf_counter() - start)
+        spent += times[-1]
+    times.sort()
+    return times[len(times) // 2]
 
 
 #: options that only make code faster, dropped first when a compile fails

@@ -78,6 +78,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     _target_option("iree-rocm", "a gfx name such as 'gfx942'", "the AMD GPU architecture (default: {})"),
     _target_option("iree-vulkan", "an IREE Vulkan target such as 'rdna3'",
                    "the SPIR-V environment (default: IREE's portable baseline)"),
+    Option("autotune", _is_bool, "a bool", "compile: candidate pipelines tried on the call's inputs",
+           "compile the graph with each candidate pipeline (optimization level, data tiling, microkernels, "
+           "fusion, CPU driver), time each on the first call's inputs and keep the fastest; the choice is "
+           "kept in the disk cache, so later processes compile only the winner"),
     Option("extra_flags", _flag_list, "a list of '--iree-...' strings", "passed to iree-compile as given",
            "any further iree-compile flags"),
 )}
@@ -86,7 +90,7 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
 MODES: dict[str, dict[str, Any]] = {
     "default": {},
     "reduce-overhead": {"runtime_driver": "local-sync"},
-    "max-autotune": {"opt_level": "O3", "data_tiling": True, "ukernels": "all", "aggressive_fusion": True},
+    "max-autotune": {"autotune": True},
 }
 
 
