@@ -122,6 +122,7 @@ class ConvertTpToLinalg(Pass):
             for fn in _functions(module):
                 self._lower_function(fn)
                 _fence(fn, _read_through_two_maps)
+                _fence(fn, _gather_into_reduction)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
 
@@ -187,6 +188,34 @@ def _is_reduction(op: ir.Operation) -> list[bool] | None:
     if op.name != "linalg.generic":
         return None
     return ["reduction" in str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _gather_into_reduction(op: ir.Operation) -> bool:
+    """A gather (a ``linalg.generic`` reading elements with ``tensor.extract``: embeddings,
+    index_select, advanced indexing) whose result a reduction reads, directly or through
+    elementwise ops and reshapes (layer_norm of token plus position embeddings). IREE 3.13
+    fuses them and the data-tiling pack of the next matmul's operand into one dispatch whose
+    vectors exceed its stack and vector limits ("exceeded stack allocation limit", "large
+    vector sizes"), failing the whole compile; with the gather apart each compiles, and the
+    gather's result is written once."""
+    if op.name != "linalg.generic" or not any(inner.operation.name == "tensor.extract"
+                                              for inner in op.regions[0].blocks[0].operations):
+        return False
+    stack: list[ir.Operation] = [op]
+    seen: list[ir.Operation] = []  # (operations compare by identity, they do not hash)
+    while stack and len(seen) < 64:
+        for result in stack.pop().results:
+            for use in result.uses:
+                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                if user.name not in ("linalg.generic", "tensor.expand_shape", "tensor.collapse_shape"):
+                    continue
+                iterators = _is_reduction(user)
+                if iterators is not None and any(iterators):
+                    return True
+                if not any(user == s for s in seen):
+                    seen.append(user)
+                    stack.append(user)
+    return False
 
 
 def _outer_reduction(op: ir.Operation) -> bool:

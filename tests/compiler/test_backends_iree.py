@@ -160,7 +160,9 @@ def test_cpu_driver_is_chosen_by_work_and_cores(monkeypatch):
     assert iree.choose_cpu_driver(small) == "local-sync"
     assert iree.choose_cpu_driver(big) == "local-task"
     assert iree.choose_cpu_driver(big, "local-sync") == "local-sync"
-    monkeypatch.setattr(probe, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(probe, "usable_cpus", lambda: 2)  # two cores already pay for large graphs
+    assert iree.choose_cpu_driver(big) == "local-task" and iree.choose_cpu_driver(small) == "local-sync"
+    monkeypatch.setattr(probe, "usable_cpus", lambda: 1)  # one core: no pool to hand work to
     assert iree.choose_cpu_driver(big) == "local-sync"
 
 

@@ -130,7 +130,8 @@ def test_cpu_programs_copy_small_arrays_and_results():
     before = runtime.stats()
     y = compiled(tp.from_numpy(a))
     moved = _moved(before)
-    assert moved.imports == 0 and moved.uploads == 1 and moved.upload_bytes == a.nbytes, moved
+    # (weights are resident: read in place when aligned, else a device copy made once)
+    assert moved.uploads == 1 and moved.upload_bytes == a.nbytes, moved
     assert y._data.base is None and y._data.flags.writeable
     np.testing.assert_allclose(np.asarray(y), np.asarray(model(x)), rtol=1e-5, atol=1e-5)
 

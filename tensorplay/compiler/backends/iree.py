@@ -244,9 +244,9 @@ class IreeBackend:
 
     # compile ------------------------------------------------------------------------------
     def flags(self, options: Mapping[str, Any] | None = None) -> list[str]:
-        """The iree-compile flags for ``options``."""
-        options = dict(options or {})
+        """The iree-compile flags for ``options`` over the target's default options."""
         t = self.spec
+        options = {**t.default_options, **(options or {})}
         # float64 stays float64 where the target has it; where it has none (Vulkan: float64
         # tensors are refused by check_dtypes, and the lowering avoids float64 intermediates)
         # IREE demotes any float64 left
@@ -290,7 +290,7 @@ class IreeBackend:
             return lowered[0]
 
         key = M.print_module(module)
-        tries = plainer_pipelines(options)
+        tries = plainer_pipelines({**self.spec.default_options, **options})
         for i, attempt in enumerate(tries):
             try:
                 return compile_cached(key, linalg_text, self.flags(attempt), backend=self.name, name=graph.name)
@@ -300,7 +300,7 @@ class IreeBackend:
                 reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line),
                               str(exc).splitlines()[0])
                 dropped = {k: v for k, v in attempt.items() if tries[i + 1].get(k) != v}
-                log = _log.warning if any(k in options for k in dropped) else _log.info
+                log = _log.warning if any(k in options for k in dropped) else _log.info  # (asked for)
                 log("%s: graph %r did not compile with %s (IREE: %s); compiling it with %s instead",
                     self.name, graph.name, dropped, reason[:300],
                     {k: tries[i + 1].get(k) for k in dropped} or "IREE's defaults")
@@ -348,11 +348,10 @@ class IreeBackend:
         candidate's optimization level, data tiling, microkernels, fusion and CPU driver."""
         base = {k: v for k, v in options.items() if k not in ("autotune", *_TUNED)}
         t = self.spec
-        levels = [{"opt_level": "O0"}, {"opt_level": "O2"}, {"opt_level": "O3"}]
+        levels = [{"opt_level": "O0", **PLAIN}, {"opt_level": "O2", **PLAIN}, {"opt_level": "O3", **PLAIN}]
         if t.data_tiling:
-            levels += [{"opt_level": "O2", "data_tiling": True},
-                       {"opt_level": "O3", "data_tiling": True, "aggressive_fusion": True,
-                        **({"ukernels": "all"} if t.ukernels_flag else {})}]
+            levels += [{"opt_level": "O2", **PLAIN, "data_tiling": True, "ukernels": "all"},
+                       {"opt_level": "O3", "data_tiling": True, "ukernels": "all", "aggressive_fusion": True}]
         drivers = [{"runtime_driver": d} for d in t.driver_choices] if t.driver_by_work else [{}]
         return [{**base, **level, **driver} for level in levels for driver in drivers]
 
@@ -395,16 +394,18 @@ class IreeBackend:
 
 def plainer_pipelines(options: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``options``, then ever plainer variants to try when IREE cannot compile a graph with
-    them: without data tiling, microkernels and aggressive fusion, then also at O0. A graph that
+    them: data tiling, microkernels and aggressive fusion off, then also at O0. A graph that
     compiles with a plainer pipeline is never refused because a faster one failed."""
     tries = [dict(options)]
-    plain = {k: v for k, v in options.items() if k not in _SPEED_OPTIONS}
-    if plain.get("opt_level") not in (None, "O0"):
-        plain["data_tiling"] = False  # (off explicitly, whatever IREE defaults to at that level)
-    for candidate in (plain, {**plain, "opt_level": "O0", "data_tiling": False}):
+    plain = {**options, **PLAIN}
+    for candidate in (plain, {**plain, "opt_level": "O0"}):
         if candidate not in tries:
             tries.append(candidate)
     return tries
+
+
+#: the speed options off (set explicitly: an option left out takes the target's default)
+PLAIN = {"data_tiling": False, "ukernels": "none", "aggressive_fusion": False}
 
 
 #: what autotune chooses (the other options are kept as given)
@@ -426,10 +427,6 @@ def _time_calls(run: Callable[..., list], arrays: Sequence[Any], budget_s: float
         spent += times[-1]
     times.sort()
     return times[len(times) // 2]
-
-
-#: options that only make code faster, dropped first when a compile fails
-_SPEED_OPTIONS = ("data_tiling", "ukernels", "aggressive_fusion")
 
 
 #: ops lowered to write into their operand 0 (``iree_linalg_ext.scatter``, ``tensor.insert_slice``)

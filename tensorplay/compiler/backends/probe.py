@@ -23,10 +23,11 @@ __all__ = ["capabilities", "probed_target", "cuda_target_for", "graph_work", "us
            "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
 
 #: local-task's worker pool costs 40-70 us per call more than local-sync (measured, see
-#: docs/backends.md); it is chosen only for graphs of at least this much work (see
-#: :func:`graph_work`; about 0.5 ms on one core) on machines with this many usable cores
-LOCAL_TASK_MIN_WORK = 4_000_000
-LOCAL_TASK_MIN_CPUS = 4
+#: docs/backends.md); it is chosen for graphs of at least this much work (see
+#: :func:`graph_work`; about 0.1-0.5 ms on one core) on machines with this many usable cores.
+#: Two cores already pay: 1.3-1.7x on every benchmark graph of that size (docs/performance.md)
+LOCAL_TASK_MIN_WORK = 1_000_000
+LOCAL_TASK_MIN_CPUS = 2
 
 # CUDA targets IREE 3.13 has no GPU description for ("missing GPU target", iree-org/iree#22147):
 # Hopper and data-center Blackwell get the fallback's PTX, which the driver JIT-compiles forward.

@@ -49,6 +49,8 @@ class IreeTarget:
     target_from_device: bool = False
     #: export's portable device by platform.machine() ("*": any other); unset: target_default
     portable_targets: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: the compile options a compile uses unless given (measured fastest: docs/performance.md)
+    default_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: --iree-opt-data-tiling applies; the flag the ukernels option maps to
     data_tiling: bool = False
     ukernels_flag: str | None = None
@@ -111,7 +113,12 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # x86-64 baseline lacks SSE4.1's rounding, so trunc/floor/round would need libm calls
                # IREE's llvm-cpu cannot link. Other architectures get LLVM's generic CPU.
                portable_targets={"x86_64": "x86-64-v2", "amd64": "x86-64-v2", "*": "generic"},
-               data_tiling=True, ukernels_flag="--iree-llvmcpu-enable-ukernels"),
+               data_tiling=True, ukernels_flag="--iree-llvmcpu-enable-ukernels",
+               # O2 with data tiling and the mmt4d microkernels runs matmuls 2-5x faster than
+               # IREE's default O0; O2's aggressive fusion puts layer_norm, gelu and softmax in one
+               # dispatch that runs 1.5-3x slower than the four it replaces, so it stays off
+               default_options={"opt_level": "O2", "data_tiling": True, "ukernels": "all",
+                                "aggressive_fusion": False}),
     IreeTarget("iree-vulkan", "vulkan-spirv", "gpu", _VULKAN_DTYPES,
                "IREE SPIR-V code run by a Vulkan driver (lavapipe: Mesa's software device)",
                "install the Vulkan loader and a driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers, "
