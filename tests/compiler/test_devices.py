@@ -118,18 +118,23 @@ def _aligned(shape, dtype=np.float32):
     return raw[start:start + n].view(dtype).reshape(shape)
 
 
-@pytest.mark.iree
-def test_cpu_programs_copy_small_arrays_and_results():
-    # below program._COPY_BELOW a copy costs less than reading in place or mapping: small
-    # inputs are copied even when aligned, small results are arrays of their own
-    model, x = _mlp()
+def _call_on_an_aligned_copy(model, x):
+    """Compile ``model``, call it once, then on an aligned copy of ``x``: (copy, result, moved)."""
     compiled = tp.compiler.compile(model, backend="iree-cpu")
     compiled(x)
     a = _aligned(tuple(x.shape))
     a[...] = np.asarray(x)
     before = runtime.stats()
     y = compiled(tp.from_numpy(a))
-    moved = _moved(before)
+    return compiled, a, y, _moved(before)
+
+
+@pytest.mark.iree
+def test_cpu_programs_copy_small_arrays_and_results():
+    # below program._COPY_BELOW a copy costs less than reading in place or mapping: small
+    # inputs are copied even when aligned, small results are arrays of their own
+    model, x = _mlp()
+    _, a, y, moved = _call_on_an_aligned_copy(model, x)
     # (weights are resident: read in place when aligned, else a device copy made once)
     assert moved.uploads == 1 and moved.upload_bytes == a.nbytes, moved
     assert y._data.base is None and y._data.flags.writeable
@@ -142,13 +147,7 @@ def test_cpu_programs_read_inputs_in_place_and_return_views():
     model = tp.nn.Sequential(tp.nn.Linear(64, 96), tp.nn.GELU(), tp.nn.Linear(96, 64)).eval()
     x = tp.randn(80, 64)  # input and result above program._COPY_BELOW
     assert x.numel() * 4 > program._COPY_BELOW
-    compiled = tp.compiler.compile(model, backend="iree-cpu")
-    compiled(x)
-    a = _aligned(tuple(x.shape))
-    a[...] = np.asarray(x)
-    before = runtime.stats()
-    y = compiled(tp.from_numpy(a))
-    moved = _moved(before)
+    compiled, a, y, moved = _call_on_an_aligned_copy(model, x)
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     assert moved.upload_bytes < weight_bytes and moved.downloads == 0 and moved.imports >= 1
     # the aligned input was read where it is; the result is a view of IREE's buffer
