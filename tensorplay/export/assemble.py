@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,12 +51,13 @@ class Assembled:
     """The module for one backend: what IREE compiles, its flags, and what the vmfb records."""
 
     backend: str
-    flags: list[str]
+    flags: list[str]   # of the pipeline asked for; after compile_module, of the one that compiled
     text: str          # the compile input (with source locations)
     readable: str      # the same module without locations, weights of over 16 elements elided
     signatures: dict[str, EntrySignature]
     info: ModuleInfo
     archive: dict[str, np.ndarray]  # parameter archive content (external weights), by key
+    options: dict[str, Any] = field(default_factory=dict)  # the compile options asked for
 
 
 def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: Mapping[str, Any], *,
@@ -106,7 +107,7 @@ def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: M
             lines += function
             shown += function
     return Assembled(backend, be.flags(options), _insert(text, "\n".join(lines)),
-                     _insert(readable, "\n".join(shown)), signatures, info, archive)
+                     _insert(readable, "\n".join(shown)), signatures, info, archive, dict(options))
 
 
 def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
@@ -225,8 +226,11 @@ def _insert(module_text: str, added: str) -> str:
 
 
 def compile_module(assembled: Assembled, name: str) -> bytes:
-    """The vmfb of an assembled module (through the artifact cache)."""
-    from ..compiler.backends.iree import compile_cached
+    """The vmfb of an assembled module (through the artifact cache; a pipeline IREE refuses is
+    retried plainer, as tp.compile does, and ``assembled.flags`` then records the one used)."""
+    from ..compiler.backends.iree import compile_with_retries, get_iree_backend
 
     text = assembled.text
-    return compile_cached(text, lambda: text, assembled.flags, backend=assembled.backend, name=name, what="export")
+    vmfb, assembled.flags = compile_with_retries(text, lambda: text, get_iree_backend(assembled.backend),
+                                                 assembled.options, name=name, what="export")
+    return vmfb

@@ -289,22 +289,9 @@ class IreeBackend:
                 lowered.append(lower_to_linalg(module, graph.name, self.name))
             return lowered[0]
 
-        key = M.print_module(module)
-        tries = plainer_pipelines({**self.spec.default_options, **options})
-        for i, attempt in enumerate(tries):
-            try:
-                return compile_cached(key, linalg_text, self.flags(attempt), backend=self.name, name=graph.name)
-            except BackendCompileError as exc:
-                if i + 1 == len(tries) or not lowered:  # (no lowering: the failure is not IREE's)
-                    raise
-                reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line),
-                              str(exc).splitlines()[0])
-                dropped = {k: v for k, v in attempt.items() if tries[i + 1].get(k) != v}
-                log = _log.warning if any(k in options for k in dropped) else _log.info  # (asked for)
-                log("%s: graph %r did not compile with %s (IREE: %s); compiling it with %s instead",
-                    self.name, graph.name, dropped, reason[:300],
-                    {k: tries[i + 1].get(k) for k in dropped} or "IREE's defaults")
-        raise AssertionError("unreachable")
+        vmfb, _ = compile_with_retries(M.print_module(module), linalg_text, self, options, name=graph.name,
+                                       lowered=lambda: bool(lowered))
+        return vmfb
 
     # load and run -------------------------------------------------------------------------
     def driver_for(self, graph: Graph, options: Mapping[str, Any] | None = None) -> str:
@@ -390,6 +377,35 @@ class IreeBackend:
         choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}"))
         _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
         return validate_options(choice)
+
+
+def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend: IreeBackend,
+                         options: Mapping[str, Any], *, name: str, what: str = "graph",
+                         lowered: Callable[[], bool] = lambda: True) -> tuple[bytes, list[str]]:
+    """The vmfb of ``linalg_text()`` for ``backend`` with ``options`` over its defaults, through
+    the artifact cache, and the flags that compiled it: when IREE refuses the pipeline, each of
+    :func:`plainer_pipelines` in turn, logged (a warning when the options dropped were given).
+    ``lowered()`` False after a failure means the failure came before IREE: not retried."""
+    defaults = dict(backend.spec.default_options)
+    if defaults.get("data_tiling") and re.search(r"tensor<[^>]*\?", key_mlir):
+        # sizes known only at run time: IREE 3.13 sizes a data-tiled dispatch's stack for the
+        # largest tile and refuses it (139 KB against its 32 KB limit on a dynamic GPT)
+        defaults.update(data_tiling=False, ukernels="none")
+    tries = plainer_pipelines({**defaults, **options})
+    for i, attempt in enumerate(tries):
+        flags = backend.flags(attempt)
+        try:
+            return compile_cached(key_mlir, linalg_text, flags, backend=backend.name, name=name, what=what), flags
+        except BackendCompileError as exc:
+            if i + 1 == len(tries) or not lowered() or "rejected the flags" in str(exc):
+                raise
+            reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line),
+                          str(exc).splitlines()[0])
+            dropped = {k: v for k, v in attempt.items() if tries[i + 1].get(k) != v}
+            log = _log.warning if any(k in options for k in dropped) else _log.info  # (asked for)
+            log("%s: %s %r did not compile with %s (IREE: %s); compiling it with %s instead", backend.name, what,
+                name, dropped, reason[:300], {k: tries[i + 1].get(k) for k in dropped})
+    raise AssertionError("unreachable")
 
 
 def plainer_pipelines(options: Mapping[str, Any]) -> list[dict[str, Any]]:
