@@ -157,18 +157,14 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
         count = product(a_sizes[:-1])
         rows = matrix(a, a_sizes)
         acc = filled([count, n], acc_dtype, 0)
-        lhs_map, rhs_map = dim_map(3, [0, 2]), dim_map(3, [2, 1])
-        if a_src is not None and len(a_sizes) == 2:  # (a 2-d lhs only: batch dims fold into its rows)
-            rows, lhs_map = a_src, dim_map(3, [2, 0])
-        rhs = matrix(b, b_sizes)
-        if b_src is not None:
-            rhs, rhs_map = matrix(b_src, swapped(b_sizes)), dim_map(3, [1, 2])
-        if empty_sum:
-            result = acc
-        elif lhs_map == dim_map(3, [0, 2]) and rhs_map == dim_map(3, [2, 1]):
-            result = linalg.matmul(rows, rhs, outs=[acc])
-        else:
-            result = linalg.matmul(rows, rhs, outs=[acc], indexing_maps=[lhs_map, rhs_map, dim_map(3, [0, 1])])
+        swap_a = a_src is not None and len(a_sizes) == 2  # (a 2-d lhs only: batch dims fold into its rows)
+        if swap_a:
+            rows = a_src
+        rhs = matrix(b, b_sizes) if b_src is None else matrix(b_src, swapped(b_sizes))
+        maps = {} if not swap_a and b_src is None else {"indexing_maps": [
+            dim_map(3, [2, 0] if swap_a else [0, 2]), dim_map(3, [2, 1] if b_src is None else [1, 2]),
+            dim_map(3, [0, 1])]}
+        result = acc if empty_sum else linalg.matmul(rows, rhs, outs=[acc], **maps)
         result = expand(result, [list(range(nb + 1)), [nb + 1]], batch + [m, n])
     else:
         acc = filled([product(batch), m, n], acc_dtype, 0)

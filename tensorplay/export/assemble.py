@@ -106,7 +106,8 @@ def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: M
             function = _entry_function(e, types[e.impl_name], global_types, reflection, string)
             lines += function
             shown += function
-    return Assembled(backend, be.flags(options), _insert(text, "\n".join(lines)),
+    module = _insert(text, "\n".join(lines))
+    return Assembled(backend, be.flags(be.pipeline_options(options, module)), module,
                      _insert(readable, "\n".join(shown)), signatures, info, archive, dict(options))
 
 

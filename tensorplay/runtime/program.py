@@ -358,11 +358,7 @@ class Program:
         special = fn._special
         for i, a in enumerate(arrays):
             if type(a) is np.ndarray and i not in special and a.nbytes <= _COPY_BELOW and a.flags.c_contiguous:
-                et = _ELEMENT_TYPES.get(a.dtype) or _element_type(a.dtype, self, i)
-                args.push_ref(self._allocator.allocate_buffer_copy(
-                    memory_type=self._upload_memory, allowed_usage=self._upload_usage, device=self._device,
-                    buffer=a, element_type=et))
-                count("upload", a.nbytes, fn.label)
+                args.push_ref(_copy_up(self._device, a, _element_type(a.dtype, self, i), fn.label))
                 continue
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
@@ -417,18 +413,14 @@ class Program:
         array = np.asarray(array, order="C")
         if storage is not None and array.dtype != storage:
             array = to_storage(array, storage)
-        element_type = _element_type(array.dtype, self, index, fail=False)
-        if element_type is None:
-            what = "an argument" if index is None else f"argument {index}"
-            raise TypeError(f"{self!r}: {what} has dtype {array.dtype}, which IREE cannot take; "
-                            f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
+        element_type = _element_type(array.dtype, self, index)
         if not copy and self.reads_in_place(array):
             buffer = self._allocator.import_host_allocation(array, self._import_memory, self._upload_usage)
             count("import", array.nbytes, label)
             if in_place is not None:
                 in_place.append(array)
             return self._BufferView(buffer, array.shape, int(element_type))
-        return _copy_up(_rt(), self._device, array, element_type, label)
+        return _copy_up(self._device, array, element_type, label)
 
     def reads_in_place(self, array: np.ndarray) -> bool:
         """Whether a CPU driver reads host ``array`` where it is (IREE's CPU code needs
@@ -481,19 +473,20 @@ class Program:
 _COPY_BELOW = 16 * 1024
 
 _ELEMENT_TYPES: dict[np.dtype, Any] = {}
+_UPLOAD: tuple[int, int] | None = None  # the memory type and usage of uploads (IREE's, read once)
 _RAW_DTYPES: dict[Any, np.dtype] = {}
 
 
-def _element_type(dtype: np.dtype, program: Program, index: int | None = None, fail: bool = True) -> Any:
+def _element_type(dtype: np.dtype, program: Program | None, index: int | None = None) -> Any:
     """IREE's element type of numpy ``dtype`` (cached); a TypeError for dtypes IREE lacks."""
     et = _ELEMENT_TYPES.get(dtype)
     if et is None:
         et = _rt().dtypes.map_dtype_to_hal_element_type(dtype)
         if et is not None:
             _ELEMENT_TYPES[dtype] = et = int(et)
-        elif fail:
+        else:
             what = "an argument" if index is None else f"argument {index}"
-            raise TypeError(f"{program!r}: {what} has dtype {dtype}, which IREE cannot take; "
+            raise TypeError(f"{program or 'tensorplay.runtime'!r}: {what} has dtype {dtype}, which IREE cannot take; "
                             f"pass bool, integer, float16/bfloat16/float32/float64 arrays")
     return et
 
@@ -597,10 +590,13 @@ def _queue_copy(rt: Any, device: Any, source: Any, target: Any) -> None:
     rt.HalFence.create_at(semaphore, 1).wait()
 
 
-def _copy_up(rt: Any, device: Any, array: np.ndarray, element_type: Any, label: str | None) -> Any:
+def _copy_up(device: Any, array: np.ndarray, element_type: Any, label: str | None) -> Any:
     """A new device-local buffer view on ``device`` holding host ``array`` (counted upload)."""
-    view = device.allocator.allocate_buffer_copy(memory_type=int(rt.MemoryType.DEVICE_LOCAL),
-                                                 allowed_usage=int(rt.BufferUsage.DEFAULT), device=device,
+    global _UPLOAD
+    if _UPLOAD is None:
+        rt = _rt()
+        _UPLOAD = int(rt.MemoryType.DEVICE_LOCAL), int(rt.BufferUsage.DEFAULT)
+    view = device.allocator.allocate_buffer_copy(memory_type=_UPLOAD[0], allowed_usage=_UPLOAD[1], device=device,
                                                  buffer=array, element_type=element_type)
     count("upload", array.nbytes, label)
     return view
@@ -634,12 +630,11 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
 
 def to_device(array: np.ndarray, driver: str) -> DeviceArray:
     """Host ``array`` copied to the device of GPU driver ``driver`` (``Tensor.to``)."""
-    rt = _rt()
     name = normalize_driver(driver)
     array = np.asarray(array, order="C")
     storage = storage_dtype(name, array.dtype)
     wide = to_storage(array, storage)
-    view = _copy_up(rt, get_device(name), wide, rt.dtypes.map_dtype_to_hal_element_type(wide.dtype), None)
+    view = _copy_up(get_device(name), wide, _element_type(wide.dtype, None), None)
     return DeviceArray(view, name, array.shape, array.dtype, storage)
 
 

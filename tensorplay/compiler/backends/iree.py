@@ -170,14 +170,39 @@ def compile_cached(key_mlir: str, lowered: Callable[[], str], flags: Sequence[st
     target (for llvm-cpu, this machine's CPU); on a miss compiled and stored. ``lowered`` runs
     only on a miss. ``tp.compile`` (a graph) and ``tp.export`` (an assembled module) both
     compile through here."""
-    t = TARGETS[backend]
     key = cache.cache_key(mlir=key_mlir, backend=backend if what == "graph" else f"{what}:{backend}", flags=flags,
-                          target=cache.host_target() if t.target == "llvm-cpu" else t.target)
+                          target=_cache_target(TARGETS[backend]))
 
     def build() -> bytes:
         return compile_mlir(lowered(), flags, backend=backend, name=name, what=what)
 
     return cache.get_or_compile(key, build, what=f"{what} {name!r} for {backend}")
+
+
+def _cache_target(t: IreeTarget) -> str:
+    """What a cache key names as the target: for llvm-cpu this machine's CPU."""
+    return cache.host_target() if t.target == "llvm-cpu" else t.target
+
+
+class _Emitted:
+    """A graph's tp MLIR (the cache key) and its linalg lowering, made on first need and once,
+    however many pipelines compile it."""
+
+    def __init__(self, graph: Graph, backend: str):
+        from ...dialects.tp import mlir as M
+
+        self._module = tp_mlir(graph)
+        self._name, self._backend = graph.name, backend
+        self.key = M.print_module(self._module)
+        self._text: str | None = None
+
+    def linalg_text(self) -> str:
+        if self._text is None:
+            self._text = lower_to_linalg(self._module, self._name, self._backend)
+        return self._text
+
+    def lowered(self) -> bool:
+        return self._text is not None
 
 
 def _diagnose(text: str, flags: Sequence[str], backend: str, graph_name: str,
@@ -278,20 +303,20 @@ class IreeBackend:
         Needs no device: CUDA and ROCm vmfbs build on any machine."""
         return self._compile(self.prepare(graph).graph, validate_options(options or {}))
 
-    def _compile(self, graph: Graph, options: Mapping[str, Any]) -> bytes:
-        from ...dialects.tp import mlir as M
-
-        module = tp_mlir(graph)
-        lowered: list[str] = []
-
-        def linalg_text() -> str:  # lowered once, however many pipelines are tried
-            if not lowered:
-                lowered.append(lower_to_linalg(module, graph.name, self.name))
-            return lowered[0]
-
-        vmfb, _ = compile_with_retries(M.print_module(module), linalg_text, self, options, name=graph.name,
-                                       lowered=lambda: bool(lowered))
+    def _compile(self, graph: Graph, options: Mapping[str, Any], emitted: _Emitted | None = None) -> bytes:
+        emitted = emitted or _Emitted(graph, self.name)
+        vmfb, _ = compile_with_retries(emitted.key, emitted.linalg_text, self, options, name=graph.name,
+                                       lowered=emitted.lowered)
         return vmfb
+
+    def pipeline_options(self, options: Mapping[str, Any], mlir: str) -> dict[str, Any]:
+        """``options`` over the target's default options, for the module ``mlir``."""
+        defaults = dict(self.spec.default_options)
+        if defaults.get("data_tiling") and re.search(r"tensor<[^>]*\?", mlir):
+            # sizes known only at run time: IREE 3.13 sizes a data-tiled dispatch's stack for the
+            # largest tile and refuses it (139 KB against its 32 KB limit on a dynamic GPT)
+            defaults.update(data_tiling=False, ukernels="none")
+        return {**defaults, **options}
 
     # load and run -------------------------------------------------------------------------
     def driver_for(self, graph: Graph, options: Mapping[str, Any] | None = None) -> str:
@@ -324,9 +349,10 @@ class IreeBackend:
         self._check_available()
         options = validate_options(options or {})
         prepared = self.prepare(graph)
+        emitted = None
         if options.get("autotune"):
-            options = self._autotuned(prepared, example_inputs, options)
-        vmfb = self._compile(prepared.graph, options)
+            options, emitted = self._autotuned(prepared, example_inputs, options)
+        vmfb = self._compile(prepared.graph, options, emitted)
         return self._load(vmfb, prepared, options)
 
     # autotune -----------------------------------------------------------------------------
@@ -343,25 +369,22 @@ class IreeBackend:
         return [{**base, **level, **driver} for level in levels for driver in drivers]
 
     def _autotuned(self, prepared: Widened, example_inputs: Sequence[Any], options: Mapping[str, Any]
-                   ) -> dict[str, Any]:
+                   ) -> tuple[dict[str, Any], _Emitted]:
         """The candidate pipeline fastest on ``example_inputs`` (kept in the disk cache under
         the graph, so a later process compiles only that one)."""
         import json
 
-        from ...dialects.tp import mlir as M
-
         candidates = self.autotune_candidates(options)
-        t = self.spec
-        key = cache.cache_key(mlir=M.print_module(tp_mlir(prepared.graph)), backend=f"autotune:{self.name}",
-                              flags=[json.dumps(c, sort_keys=True) for c in candidates],
-                              target=cache.host_target() if t.target == "llvm-cpu" else t.target)
+        emitted = _Emitted(prepared.graph, self.name)  # emitted and lowered once for all candidates
+        key = cache.cache_key(mlir=emitted.key, backend=f"autotune:{self.name}",
+                              flags=[json.dumps(c, sort_keys=True) for c in candidates], target=_cache_target(self.spec))
         arrays = [getattr(x, "_data", x) for x in example_inputs]
 
         def tune() -> bytes:
             timings = []
             for candidate in candidates:
                 try:
-                    run = self._load(self._compile(prepared.graph, candidate), prepared, candidate)
+                    run = self._load(self._compile(prepared.graph, candidate, emitted), prepared, candidate)
                     timings.append((_time_calls(run, arrays), candidate))
                 except Exception as exc:  # noqa: BLE001 - a candidate that fails is not chosen
                     _log.info("%s: autotune of %r: %s failed: %s", self.name, prepared.graph.name, candidate,
@@ -376,7 +399,7 @@ class IreeBackend:
 
         choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}"))
         _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
-        return validate_options(choice)
+        return validate_options(choice), emitted
 
 
 def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend: IreeBackend,
@@ -386,12 +409,7 @@ def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend:
     the artifact cache, and the flags that compiled it: when IREE refuses the pipeline, each of
     :func:`plainer_pipelines` in turn, logged (a warning when the options dropped were given).
     ``lowered()`` False after a failure means the failure came before IREE: not retried."""
-    defaults = dict(backend.spec.default_options)
-    if defaults.get("data_tiling") and re.search(r"tensor<[^>]*\?", key_mlir):
-        # sizes known only at run time: IREE 3.13 sizes a data-tiled dispatch's stack for the
-        # largest tile and refuses it (139 KB against its 32 KB limit on a dynamic GPT)
-        defaults.update(data_tiling=False, ukernels="none")
-    tries = plainer_pipelines({**defaults, **options})
+    tries = plainer_pipelines(backend.pipeline_options(options, key_mlir))
     for i, attempt in enumerate(tries):
         flags = backend.flags(attempt)
         try:
