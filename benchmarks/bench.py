@@ -63,12 +63,14 @@ def _chain(lib: Any):
 
 def _norm(lib: Any):
     F = lib.nn.functional
-    w, b = lib.from_numpy(_rng(6, 1024)), lib.from_numpy(_rng(7, 1024))
+    weights = lib.nn.Module()  # holds the weights so that they move with --device
+    weights.register_buffer("w", lib.from_numpy(_rng(6, 1024)))
+    weights.register_buffer("b", lib.from_numpy(_rng(7, 1024)))
 
     def f(x):
-        return F.softmax(F.gelu(F.layer_norm(x, (1024,), w, b)), dim=-1)
+        return F.softmax(F.gelu(F.layer_norm(x, (1024,), weights.w, weights.b)), dim=-1)
 
-    return f, (lib.from_numpy(_rng(5, 512, 1024)),)
+    return f, (lib.from_numpy(_rng(5, 512, 1024)),), weights
 
 
 def _matmul(n: int):
@@ -176,7 +178,7 @@ def _kib(n: float) -> str:
 
 def _share_weights(torch: Any, tp_model: Any, torch_model: Any) -> None:
     if hasattr(tp_model, "state_dict"):
-        state = {k: torch.from_numpy(np.array(v.numpy())) for k, v in tp_model.state_dict().items()}
+        state = {k: torch.from_numpy(np.array(v.cpu().numpy())) for k, v in tp_model.state_dict().items()}
         torch_model.load_state_dict(state)
 
 

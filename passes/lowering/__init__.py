@@ -115,16 +115,23 @@ class ConvertTpToLinalg(Pass):
     #: use its result (a ``util.optimization_barrier`` on the result): IREE 3.13's SPIR-V code
     #: for such fused dispatches is wrong (``x - x.amax(0)`` past the 8th column)
     fuse_outer_reductions: bool = True
+    #: false to keep IREE from fusing the producer of a reduction over the innermost dim with a
+    #: 64-bit accumulator (int sums, float64) into it when sizes are dynamic: IREE 3.13's CUDA
+    #: codegen fails to distribute such a dispatch ("failed to distribute")
+    fuse_wide_inner_reductions: bool = True
 
     def run(self, module: ir.Operation) -> None:
         _load()
-        with lowering_for(TargetTraits(self.float64, self.int64_division)), ir.Location.unknown():
+        with lowering_for(TargetTraits(self.float64, self.int64_division, self.fuse_wide_inner_reductions)), \
+                ir.Location.unknown():
             for fn in _functions(module):
                 self._lower_function(fn)
                 _fence(fn, _read_through_two_maps)
                 _fence(fn, _gather_into_reduction)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
+                if not self.fuse_wide_inner_reductions:
+                    _fence(fn, _into_wide_inner_reduction)
 
     def _lower_function(self, fn: ir.Operation) -> None:
         block = fn.regions[0].blocks[0]
@@ -222,6 +229,28 @@ def _outer_reduction(op: ir.Operation) -> bool:
     """A reduction whose reduction dims are not all after its parallel dims."""
     reduction = _is_reduction(op)
     return reduction is not None and any(r and not later for r, later in zip(reduction, reduction[1:]))
+
+
+def _into_wide_inner_reduction(op: ir.Operation) -> bool:
+    """A ``linalg.generic`` whose result a reduction over its innermost dim reads directly,
+    when that reduction accumulates 64-bit values (integer sums, float64) over dynamic sizes."""
+    if op.name != "linalg.generic":
+        return False
+    for result in op.results:
+        for use in result.uses:
+            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            iterators = _is_reduction(user)
+            if not iterators or not iterators[-1] or not user.results:
+                continue
+            out = ir.RankedTensorType(user.results[0].type)
+            dynamic = any(ir.ShapedType.is_dynamic_size(d) for d in ir.RankedTensorType(result.type).shape)
+            if dynamic and _bitwidth(out.element_type) == 64:
+                return True
+    return False
+
+
+def _bitwidth(t: ir.Type) -> int:
+    return t.width if isinstance(t, (ir.IntegerType, ir.FloatType)) else 0
 
 
 #: in an access, a reduction dim that no single dim of the value indexes

@@ -16,6 +16,10 @@ class TargetTraits:
     #: 64-bit integer division and remainder; without them (IREE's SPIR-V backend emulates
     #: i64 add, mul and shifts but not division) they are computed by shift-and-subtract
     int64_division: bool = True
+    #: a reduction over the innermost dim with a 64-bit accumulator fused with the op that
+    #: produces or widens its input, at dynamic sizes (IREE 3.13's CUDA codegen cannot
+    #: distribute it); without it the widening is an op of its own, kept apart
+    fuse_wide_inner_reductions: bool = True
 
 
 _CURRENT: ContextVar[TargetTraits] = ContextVar("tp_lowering_target", default=TargetTraits())

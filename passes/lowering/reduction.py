@@ -28,6 +28,7 @@ from . import LowerCtx, lowers
 from ._builder import (beats, cast_scalar, collapse, const_scalar, dim_map, elem_type, elementwise, empty, expand,
                        extremum_identity, filled, generic, identity_map, linalg_ext, loop_index, scalar_add,
                        scalar_extremum, scalar_mul, size_scalar, unit_groups)
+from ._target import target
 from ._sizes import as_index, dim_value, index_const, product, sizes_of
 
 __all__: list[str] = []
@@ -95,6 +96,12 @@ def _accumulate(ctx: LowerCtx, combine, identity) -> tuple[ir.Value, tuple[int, 
     (x, t), out = ctx.inputs()[0], ctx.out_types[0]
     dims = ctx.opdef.reduced(t, ctx.attrs)
     work = out.dtype.computes_in
+    if (not target().fuse_wide_inner_reductions and t.rank - 1 in dims and not t.has_static_shape
+            and work.bits == 64 and t.dtype is not work):
+        # widened by an op of its own, which the lowering keeps apart from the reduction: IREE
+        # 3.13's CUDA codegen cannot distribute a dynamic 64-bit inner reduction that widens
+        wide = t.with_dtype(work)
+        x, t = elementwise([(x, t)], wide, lambda a: _read(a[0], t.dtype, out.dtype, work)), wide
 
     def step(args, acc):
         return combine(_read(args[0], t.dtype, out.dtype, work), acc, work)

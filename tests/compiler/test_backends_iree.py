@@ -329,3 +329,33 @@ def test_a_process_using_torch_compile_too_reports_no_leaks_at_exit():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["3.0", "(2,", "3)"]
     assert "leaked" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_calls_making_an_empty_tensor_run_on_the_host_where_the_driver_cannot_launch_them():
+    # IREE 3.13's CUDA driver fails on a kernel over zero elements (and the device stays
+    # failed), so iree-cuda checks each call's sizes: t // 2 == 0 makes an empty slice
+    from tensorplay.compiler.backends.iree import _EmptyGuarded, empty_sizes_check
+    from tensorplay.compiler.backends.targets import TARGETS
+
+    assert TARGETS["iree-cuda"].empty_dispatch_fails and not TARGETS["iree-cpu"].empty_dispatch_fails
+
+    def f(x):
+        t = x.shape[1]
+        return x[:, : t // 2] * 2, x.sum(1)
+
+    tp.compiler.reset()
+    captured = tp.compile(f, backend="eager", dynamic=True)
+    captured(tp.tensor(np.ones((2, 6), np.float32)))
+    (graph,) = captured.graphs
+    check = empty_sizes_check(graph)
+    assert not check([np.ones((2, 6), np.float32)]) and not check([np.ones((3, 2), np.float32)])
+    assert check([np.ones((3, 1), np.float32)]) and check([np.ones((0, 4), np.float32)])
+
+    program_calls = []
+    guarded = _EmptyGuarded(lambda *a: program_calls.append(a) or ["program"], graph, check, "iree-cuda")
+    x = np.arange(3, dtype=np.float32).reshape(3, 1)
+    half, total = guarded(x)
+    assert program_calls == [] and half.shape == (3, 0) and np.array_equal(total, [0.0, 1.0, 2.0])
+    assert guarded(np.ones((2, 4), np.float32)) == ["program"] and len(program_calls) == 1
+    guarded.resident = frozenset({0})  # attributes reach the program's function
+    tp.compiler.reset()

@@ -228,6 +228,33 @@ _DTYPES = (tp.bool, tp.uint8, tp.int8, tp.int16, tp.int32, tp.int64, tp.float16,
            tp.float64)
 
 
+def test_empty_tensors_on_the_device_act_as_on_the_host(dev):
+    # tensors with no elements: moved, used by eager ops, and made inside a compiled call with
+    # run-time sizes (t // 2 == 0), on the device as on the host
+    host = tp.ones(0, 3)
+    t = host.to(dev)
+    assert t.device.type == dev and t.shape == (0, 3) and t.cpu().shape == (0, 3)
+    assert (t + 1).device.type == dev and (t + 1).shape == (0, 3)
+    assert t.sum(0).device.type == dev and t.sum(0).tolist() == [0.0, 0.0, 0.0]
+
+    def f(x):
+        n = x.shape[1]
+        return x[:, : n // 2] * 2, x.sum(1)
+
+    tp.compiler.reset()
+    compiled = tp.compile(f, backend=next(b for b, d in DEVICES.items() if d == dev), dynamic=True)
+    for cols in (4, 1, 6):
+        x = tp.tensor(np.arange(2 * cols, dtype=np.float32).reshape(2, cols))
+        got, want = compiled(x.to(dev)), f(x)
+        for g, w in zip(got, want):
+            assert g.device.type == dev and g.shape == w.shape, cols
+            np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)
+    assert compiled.compile_count == 1
+    # the device is still good after those calls
+    np.testing.assert_allclose((tp.ones(2, 2).to(dev) * 3).cpu().numpy(), np.full((2, 2), 3.0))
+    tp.compiler.reset()
+
+
 def test_tensors_move_to_the_device_and_back(dev, rng):
     for dtype in _DTYPES:
         host = tp.tensor(rng.standard_normal((3, 5)) * 40, dtype=dtype)

@@ -353,7 +353,12 @@ class IreeBackend:
         if options.get("autotune"):
             options, emitted = self._autotuned(prepared, example_inputs, options)
         vmfb = self._compile(prepared.graph, options, emitted)
-        return self._load(vmfb, prepared, options)
+        runner = self._load(vmfb, prepared, options)
+        if self.spec.empty_dispatch_fails:
+            empty = empty_sizes_check(graph)
+            if empty is not None:
+                return _EmptyGuarded(runner, graph, empty, self.name)
+        return runner
 
     # autotune -----------------------------------------------------------------------------
     def autotune_candidates(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -400,6 +405,80 @@ class IreeBackend:
         choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}"))
         _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
         return validate_options(choice), emitted
+
+
+def empty_sizes_check(graph: Graph) -> Callable[[Sequence[Any]], bool] | None:
+    """``check(arrays)``: whether a call of ``graph`` on ``arrays`` (one per input) makes an
+    input or an op result with no elements, from the graph's symbolic sizes (plain integer
+    arithmetic over the arrays' shapes); None when every size is static."""
+    import sympy
+
+    from ...dialects.tp import symbolic as sym
+
+    names: dict[Any, str] = {}
+    lines: list[str] = []
+    for i, v in enumerate(graph.inputs):
+        for d, size in enumerate(v.type.shape):
+            if isinstance(size, sympy.Symbol) and size not in names:
+                names[size] = f"v{len(names)}"
+                lines.append(f"{names[size]} = arrays[{i}].shape[{d}]")
+    if not names:
+        return None
+    tests: dict[str, None] = {}
+    for v in [*graph.inputs, *(r for node in graph.nodes for r in node.results)]:
+        for size in getattr(v.type, "shape", ()):
+            if sym.is_symbolic(size) and sym.free_symbols([size]) <= set(names):
+                tests.setdefault(f"({sym.size_to_python(size, names)}) == 0")
+    if not tests:
+        return None
+    body = "\n    ".join(lines)
+    source = f"def check(arrays):\n    {body}\n    return {' or '.join(tests)}\n"
+    scope: dict[str, Any] = {}
+    exec(compile(source, f"<empty sizes of {graph.name}>", "exec"), scope)  # noqa: S102
+    return scope["check"]
+
+
+class _EmptyGuarded:
+    """A runner that calls ``runner`` unless the call makes an empty tensor somewhere in the
+    graph; then the graph runs through the reference implementations on the host and its
+    results go to the arguments' device. IREE 3.13's CUDA driver launches a kernel over zero
+    elements as it is, which the driver rejects (CUDA_ERROR_INVALID_VALUE), leaving the
+    device failed for every later call (its HIP driver skips such launches)."""
+
+    def __init__(self, runner: Any, graph: Graph, empty: Callable[[Sequence[Any]], bool], backend: str):
+        object.__setattr__(self, "_runner", runner)
+        object.__setattr__(self, "_graph", graph)
+        object.__setattr__(self, "_empty", empty)
+        object.__setattr__(self, "_backend", backend)
+        object.__setattr__(self, "_logged", False)
+
+    def __call__(self, *arrays: Any) -> list:
+        if not self._empty(arrays):
+            return self._runner(*arrays)
+        import numpy as np
+
+        from ...dialects.tp.graph import interpret
+        from ...runtime.program import to_device
+        from ...runtime.storage import DeviceArray
+
+        if not self._logged:
+            object.__setattr__(self, "_logged", True)
+            _log.info("%s: a call of graph %r makes an empty tensor, which IREE's CUDA driver cannot launch a "
+                      "kernel over: such calls run through the reference implementations on the host",
+                      self._backend, self._graph.name)
+        drivers = {a.driver for a in arrays if type(a) is DeviceArray}
+        host = [a.to_host() if type(a) is DeviceArray else a for a in arrays]
+        outs = interpret(self._graph, host)
+        if not drivers:
+            return outs
+        driver = next(iter(drivers))
+        return [to_device(np.asarray(o), driver) for o in outs]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._runner, name, value)
 
 
 def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend: IreeBackend,

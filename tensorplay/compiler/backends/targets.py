@@ -57,6 +57,9 @@ class IreeTarget:
     #: convert-tp-to-linalg options (all true by default) the target needs false, besides
     #: float64, which follows from the dtypes
     lowering_lacks: tuple[str, ...] = ()
+    #: the runtime driver launches a kernel over zero elements as it is and fails: calls that
+    #: make an empty tensor run on the host instead (iree.py's _EmptyGuarded)
+    empty_dispatch_fails: bool = False
     #: dtypes that cross the compiled function's boundary as a wider one (widening.widen_io)
     io_widening: Mapping[str, str] = field(default_factory=dict, hash=False)
 
@@ -140,7 +143,13 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # sm_80 PTX also runs where IREE has no GPU description (the driver JIT-compiles it
                # forward), so it is the fallback and export's portable choice
                target_option="cuda_target", target_flag="--iree-cuda-target", target_default="sm_80",
-               target_from_device=True),
+               target_from_device=True,
+               # IREE 3.13's CUDA codegen fails to distribute a dynamic-size reduction over the
+               # innermost dim with a 64-bit accumulator fused with its producer
+               lowering_lacks=("fuse-wide-inner-reductions",),
+               # IREE 3.13's CUDA HAL passes an empty grid to cuLaunchKernel (its HIP HAL skips
+               # such launches since iree-org/iree#18835)
+               empty_dispatch_fails=True),
     IreeTarget("iree-rocm", "rocm", "gpu", ALL_DTYPE_NAMES,
                "IREE ROCm (HSACO) code for an AMD GPU (experimental)",
                "needs an AMD GPU with ROCm (libamdhip64.so)", tags=("experimental",),
