@@ -27,6 +27,11 @@ if ! "$py" -c "import iree.compiler, iree.runtime" 2>/dev/null; then
   fi
 fi
 export PYTHONPATH="${PYTHONPATH:-.}"
+# the package maps tensorplay.dialects and tensorplay.passes to top-level folders: an
+# editable install (offline, no build isolation) makes that mapping
+"$py" -c "import tensorplay" 2>/dev/null ||
+  "$py" -m pip install -q --no-index --no-deps --no-build-isolation -e . ||
+  { echo "gpu_check: cannot install tensorplay itself" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/gpu.txt"
 "$py" - <<'EOF' 2>&1 | tee -a "$out/gpu.txt"
 import tensorplay.compiler as tpc
