@@ -16,6 +16,8 @@ from typing import Any
 from .dialects.tp import registry
 from .dialects.tp.registry import Op
 from .dialects.tp.types import TensorType
+from ._grad_mode import is_grad_enabled
+from .autograd.engine import record
 from .runtime.storage import DeviceArray
 
 __all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
@@ -62,9 +64,14 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         from .compiler.backends.device_ops import run_on_device
 
         wrapped = run_on_device(op, operands, attrs, result_types)
-        return wrapped[0] if len(wrapped) == 1 else wrapped
-    outs = op.evaluate(arrays, attrs, result_types)
-    wrapped = tuple(Tensor._wrap(a) for a in outs)
+    else:
+        outs = op.evaluate(arrays, attrs, result_types)
+        wrapped = tuple(Tensor._wrap(a) for a in outs)
+    for o in operands:
+        if o is not None and o._requires_grad:
+            if is_grad_enabled():  # autograd: the results remember how they were made
+                record(op, operands, attrs, wrapped)
+            break
     return wrapped[0] if len(wrapped) == 1 else wrapped
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from .dialects.tp import dtypes as dt
 from .dialects.tp.types import TensorType, type_of_array
 from ._device import CPU, DEVICE_TYPES, as_device, device, driver_of
+from ._grad_mode import is_grad_enabled as _grad_enabled
 from .runtime.storage import DeviceArray, mark_shared
 
 __all__ = ["Tensor", "Size"]
@@ -51,6 +52,12 @@ class Tensor:
 
     __array_priority__ = 1000  # numpy defers binary operators to us
 
+    # autograd state (class defaults: nothing to set per tensor until autograd touches it)
+    _grad_fn: Any = None  # the Node that made this tensor (None for a leaf)
+    _output_nr: int = 0  # which result of that node it is
+    _version: int = 0  # bumped by each in-place change (PyTorch's version counter)
+    _grad_acc: Any = None  # weak reference to a leaf's AccumulateGrad node
+
     def __init__(self, data: Any = None, *, dtype: Any = None):
         if data is None:
             data = []
@@ -64,7 +71,7 @@ class Tensor:
 
     def _init_meta(self) -> None:
         self._type: TensorType | None = None
-        self.requires_grad = False
+        self._requires_grad = False
         self.grad: Tensor | None = None
         self._capture: Any = None  # set by capture for tensors that stand for graph values
         self._static_dims: Any = None  # recorded by tensorplay.compiler.mark_static
@@ -187,12 +194,96 @@ class Tensor:
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        self._assign(value)
+        self._assign(value, track=False)
+
+    # -- autograd --------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> builtins.bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: builtins.bool) -> None:
+        value = builtins.bool(value)
+        if self._grad_fn is not None:
+            if not value:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use "
+                                   "a computed variable in a subgraph that doesn't require differentiation use "
+                                   "var_no_grad = var.detach().")
+            return
+        if value and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        self._requires_grad = value
+
+    @property
+    def grad_fn(self) -> Any:
+        """The autograd node that computed this tensor (None for leaves)."""
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> builtins.bool:
+        """True for tensors not computed by a recorded op (user-made, or not requiring grad)."""
+        return self._grad_fn is None
+
+    @property
+    def retains_grad(self) -> builtins.bool:
+        fn = self._grad_fn
+        return fn is not None and self._output_nr in fn._retained and fn._retained[self._output_nr]() is self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` of this non-leaf tensor after backward (leaves always keep it)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is not None:
+            import weakref
+
+            self._grad_fn._retained[self._output_nr] = weakref.ref(self)
+
+    def register_hook(self, hook: Any) -> Any:
+        """``hook(grad)`` runs when this tensor's gradient is computed; a returned tensor
+        replaces the gradient. Returns a handle with ``remove()``."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.engine import RemovableHandle, _edge
+
+        node, nr = _edge(self)
+        if self._grad_fn is None:
+            self._keep_acc = node  # the hook lives as long as the tensor
+        hooks = node._pre_hooks.setdefault(nr, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Any) -> Any:
+        """``hook(tensor)`` after a leaf's ``.grad`` was accumulated."""
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.engine import _edge
+
+        node, _ = _edge(self)
+        self._keep_acc = node
+        return node.register_hook(hook)
+
+    def backward(self, gradient: Any = None, retain_graph: Any = None, create_graph: builtins.bool = False,
+                 inputs: Any = None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad`` (PyTorch's semantics)."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach_(self) -> Tensor:
+        """Make this tensor a leaf that does not require grad."""
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
 
     # -- conversion ------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The numpy array behind a CPU tensor (shared, not copied); ``force=True`` copies a
         device tensor to the host, otherwise that is a TypeError as in PyTorch."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                               "instead.")
         data = self._data
         if type(data) is DeviceArray:
             if not force:
@@ -545,13 +636,16 @@ class Tensor:
         return self.div_(other)
 
     # -- in-place methods ------------------------------------------------------------------
-    def _assign(self, value: Tensor) -> Tensor:
-        """Replace this tensor's value by ``value`` (same shape), keeping the object."""
+    def _assign(self, value: Tensor, track: builtins.bool = True) -> Tensor:
+        """Replace this tensor's value by ``value`` (same shape), keeping the object: an
+        in-place change, which autograd records (``track``) as PyTorch does."""
         if not isinstance(value, Tensor):
             raise TypeError(f"expected a Tensor, got {type(value).__name__}")
         if tuple(value.shape) != tuple(self.shape):
             raise RuntimeError(f"in-place update of a tensor of shape {list(self.shape)} with a "
                                f"value of shape {list(value.shape)}")
+        if track and self._requires_grad and self._grad_fn is None and _grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
         if value.dtype is not self.dtype:
             value = _E.cast(value, self.dtype)
         if value._data is not None and self._data is not None:
@@ -560,6 +654,12 @@ class Tensor:
             from ._capture_hooks import rebind
 
             rebind(self, value)
+        if track:
+            self._version += 1
+            node = value._grad_fn
+            if node is not None:  # this tensor now is that result
+                node._rebased(self)
+                self._grad_fn, self._output_nr, self._requires_grad = node, value._output_nr, True
         return self
 
     def add_(self, other, *, alpha=1):

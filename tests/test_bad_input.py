@@ -244,7 +244,7 @@ def compile_with_cache_at(env: Env, folder: Path) -> None:
     x = tp.tensor(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
     for compiled, eager in _programs():
         for _ in range(2):
-            np.testing.assert_allclose(compiled(x).numpy(), eager(x).numpy(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy(), rtol=1e-6, atol=1e-6)
     after = cache.cache_stats()
     assert after["compiles"] - before["compiles"] == 2
     assert after["writes"] == before["writes"]
@@ -294,7 +294,7 @@ def _entry_of_one_compile(env: Env) -> tuple[Path, Callable, Any]:
     env.monkeypatch.delenv("TENSORPLAY_CACHE", raising=False)
     (compiled, eager), _ = _programs()
     x = tp.arange(6.0)
-    np.testing.assert_allclose(compiled(x).numpy(), eager(x).numpy())
+    np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy())
     (entry,) = folder.glob("*.tpc")
     return entry, eager, x
 
@@ -307,7 +307,7 @@ def cache_entry_of_another_iree(env: Env) -> None:
         cache.store_entry(key, b"a vmfb compiled by another IREE version")
     before = cache.cache_stats()
     (compiled, _), _ = _programs()
-    np.testing.assert_allclose(compiled(x).numpy(), eager(x).numpy())
+    np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy())
     after = cache.cache_stats()
     assert (after["stale"] - before["stale"], after["compiles"] - before["compiles"]) == (1, 1)
     assert cache.load_entry(key) is not None  # replaced by this version's artifact
@@ -321,7 +321,7 @@ def cache_entry_of_another_key(env: Env) -> None:
     assert not list(entry.parent.glob("*.tpc"))
     before = cache.cache_stats()
     (compiled, _), _ = _programs()
-    np.testing.assert_allclose(compiled(x).numpy(), eager(x).numpy())
+    np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy())
     assert cache.cache_stats()["compiles"] - before["compiles"] == 1
 
 

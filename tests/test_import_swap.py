@@ -36,7 +36,7 @@ def test_swapped_program_runs_on_tensorplay_alone():
     logits, loss = gpt(idx, idx)
     assert logits.shape == (2, 8, 50) and np.isfinite(loss.item())
     out = mod.SmallCNN()(tp.randn(4, 3, 16, 16))
-    assert out.shape == (4, 10) and np.allclose(out.exp().sum(1).numpy(), 1.0, atol=1e-5)
+    assert out.shape == (4, 10) and np.allclose(out.exp().sum(1).detach().numpy(), 1.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ["TinyGPT", "SmallCNN"])
@@ -54,10 +54,10 @@ def test_swapped_program_matches_pytorch(model):
         with torch.no_grad():
             t_logits, t_loss = theirs(torch.from_numpy(idx), torch.from_numpy(idx))
         o_logits, o_loss = ours(tp.tensor(idx), tp.tensor(idx))
-        np.testing.assert_allclose(o_logits.numpy(), t_logits.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(o_logits.detach().numpy(), t_logits.detach().numpy(), rtol=1e-4, atol=1e-5)
         assert o_loss.item() == pytest.approx(t_loss.item(), rel=1e-5)
     else:
         x = np.random.default_rng(0).standard_normal((4, 3, 16, 16)).astype(np.float32)
         with torch.no_grad():
-            expected = theirs(torch.from_numpy(x)).numpy()
-        np.testing.assert_allclose(ours(tp.tensor(x)).numpy(), expected, rtol=1e-4, atol=1e-5)
+            expected = theirs(torch.from_numpy(x)).detach().numpy()
+        np.testing.assert_allclose(ours(tp.tensor(x)).detach().numpy(), expected, rtol=1e-4, atol=1e-5)

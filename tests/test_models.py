@@ -33,13 +33,13 @@ def test_gpt_runs_on_tensorplay_alone(variant):
     idx, targets = _tokens(cfg)
     logits, loss = model(tp.tensor(idx), tp.tensor(targets))
     assert logits.shape == (2, 11, cfg.vocab_size) and logits.dtype is tp.float32
-    assert np.isfinite(logits.numpy()).all()
+    assert np.isfinite(logits.detach().numpy()).all()
     assert loss.shape == () and math.isfinite(loss.item())
     # untrained with small weights: the loss is close to log(vocab)
     assert abs(loss.item() - math.log(cfg.vocab_size)) < 0.5
     last, none = model(tp.tensor(idx))
     assert last.shape == (2, 1, cfg.vocab_size) and none is None
-    np.testing.assert_allclose(last.numpy()[:, 0], logits.numpy()[:, -1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(last.detach().numpy()[:, 0], logits.detach().numpy()[:, -1], rtol=1e-5, atol=1e-6)
     assert model.generate(tp.tensor(idx), 3).shape == (2, 14)
 
 
@@ -66,10 +66,10 @@ def test_gpt_is_deterministic_under_manual_seed(variant):
     for _ in range(2):
         tp.manual_seed(1234)
         model = build_gpt(tp, cfg)  # training mode: dropout draws from the seeded generator
-        outputs.append(model(tp.tensor(idx))[0].numpy())
+        outputs.append(model(tp.tensor(idx))[0].detach().numpy())
     np.testing.assert_array_equal(outputs[0], outputs[1])
     model.eval()
-    assert not np.array_equal(model(tp.tensor(idx))[0].numpy(), outputs[0])
+    assert not np.array_equal(model(tp.tensor(idx))[0].detach().numpy(), outputs[0])
 
 
 def test_gpt_variants_agree_with_the_same_weights():
@@ -81,7 +81,7 @@ def test_gpt_variants_agree_with_the_same_weights():
     idx, targets = _tokens(cfg)
     a, la = masked(tp.tensor(idx), tp.tensor(targets))
     b, lb = fused(tp.tensor(idx), tp.tensor(targets))
-    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert la.item() == pytest.approx(lb.item(), rel=1e-6)
 
 
@@ -99,10 +99,10 @@ def test_cnn_runs_on_tensorplay_alone():
     x = tp.randn(4, 1, 12, 12)
     out = model(x)
     assert out.shape == (4, 10)
-    np.testing.assert_allclose(np.exp(out.numpy()).sum(1), np.ones(4), rtol=1e-5)
+    np.testing.assert_allclose(np.exp(out.detach().numpy()).sum(1), np.ones(4), rtol=1e-5)
     tp.manual_seed(0)
     again = build_cnn(tp).eval()
-    np.testing.assert_array_equal(again(x).numpy(), out.numpy())
+    np.testing.assert_array_equal(again(x).detach().numpy(), out.detach().numpy())
     assert [n for n, _ in model.named_parameters()] == [
         "features.0.weight", "features.0.bias", "features.3.weight", "features.3.bias", "fc1.weight",
         "fc1.bias", "fc2.weight", "fc2.bias"]
@@ -114,7 +114,7 @@ def test_attention_classifier_runs_on_tensorplay_alone():
     tokens = tp.tensor([[3, 5, 7, 0, 0], [1, 2, 3, 4, 5]])
     logits, weights = model(tokens, tokens == 0)
     assert logits.shape == (2, 3) and weights.shape == (2, 5, 5)
-    np.testing.assert_allclose(weights.numpy()[0, :, 3:], 0.0)
+    np.testing.assert_allclose(weights.detach().numpy()[0, :, 3:], 0.0)
 
 
 # --- against PyTorch ------------------------------------------------------------------------------
@@ -146,8 +146,8 @@ def test_gpt_matches_torch(variant, dtype, rtol):
     p_logits, p_loss = ours(tp.tensor(idx), tp.tensor(targets))
     p_last, _ = ours(tp.tensor(idx))
     assert p_logits.dtype.name == dtype
-    np.testing.assert_allclose(p_logits.numpy(), t_logits.numpy(), rtol=rtol, atol=rtol * 1e-2)
-    np.testing.assert_allclose(p_last.numpy(), t_last.numpy(), rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(p_logits.detach().numpy(), t_logits.detach().numpy(), rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(p_last.detach().numpy(), t_last.detach().numpy(), rtol=rtol, atol=rtol * 1e-2)
     assert p_loss.item() == pytest.approx(t_loss.item(), rel=rtol)
 
 
@@ -163,8 +163,8 @@ def test_gpt_loads_torch_tensors_directly_and_generates_the_same_tokens():
     ours.load_state_dict(theirs.state_dict())
     idx, _ = _tokens(cfg, length=6)
     with torch.no_grad():
-        expected = theirs.generate(torch.from_numpy(idx), 12).numpy()
-    got = ours.generate(tp.tensor(idx), 12).numpy()
+        expected = theirs.generate(torch.from_numpy(idx), 12).detach().numpy()
+    got = ours.generate(tp.tensor(idx), 12).detach().numpy()
     np.testing.assert_array_equal(got, expected)
     assert len(np.unique(expected[:, 6:])) > 2
 
@@ -193,10 +193,10 @@ def test_cnn_matches_torch(dtype, rtol):
     ours.load_state_dict(_state_from(theirs, as_numpy=False))
     x = np.random.default_rng(0).standard_normal((5, 1, 12, 12)).astype(dtype)
     with torch.no_grad():
-        expected = theirs(torch.from_numpy(x)).numpy()
+        expected = theirs(torch.from_numpy(x)).detach().numpy()
     got = ours(tp.tensor(x))
     assert got.dtype.name == dtype
-    np.testing.assert_allclose(got.numpy(), expected, rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(got.detach().numpy(), expected, rtol=rtol, atol=rtol * 1e-2)
     assert repr(ours) == repr(theirs)
 
 
@@ -211,8 +211,8 @@ def test_attention_classifier_matches_torch(dtype, rtol):
     with torch.no_grad():
         t_logits, t_weights = theirs(torch.from_numpy(tokens), torch.from_numpy(tokens == 0))
     p_logits, p_weights = ours(tp.tensor(tokens), tp.tensor(tokens == 0))
-    np.testing.assert_allclose(p_logits.numpy(), t_logits.numpy(), rtol=rtol, atol=rtol * 1e-2)
-    np.testing.assert_allclose(p_weights.numpy(), t_weights.numpy(), rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(p_logits.detach().numpy(), t_logits.detach().numpy(), rtol=rtol, atol=rtol * 1e-2)
+    np.testing.assert_allclose(p_weights.detach().numpy(), t_weights.detach().numpy(), rtol=rtol, atol=rtol * 1e-2)
 
 
 # --- capture ---------------------------------------------------------------------------------------
@@ -267,7 +267,7 @@ def test_gpt_in_half_precision_stays_close_to_float32(dtype, tol):
     tp.manual_seed(0)
     model = build_gpt(tp, cfg).eval()
     idx, _ = _tokens(cfg)
-    reference = model(tp.tensor(idx))[0].numpy()
+    reference = model(tp.tensor(idx))[0].detach().numpy()
     out = model.to(getattr(tp, dtype))(tp.tensor(idx))[0]
     assert out.dtype.name == dtype
-    np.testing.assert_allclose(out.float().numpy(), reference, atol=tol)
+    np.testing.assert_allclose(out.float().detach().numpy(), reference, atol=tol)

@@ -52,7 +52,7 @@ def test_parameter_of_integers_cannot_require_grad():
 def test_parameter_shares_the_value_of_its_data():
     t = tp.arange(3.0)
     p = nn.Parameter(t)
-    assert p.numpy() is t.numpy()
+    assert p.detach().numpy() is t.detach().numpy()
     assert nn.Parameter().shape == (0,)
 
 
@@ -203,7 +203,7 @@ def test_zero_grad_sets_gradients_to_none():
     m = nn.Linear(2, 2)
     m.weight.grad = tp.ones(2, 2)
     m.zero_grad(set_to_none=False)
-    assert m.weight.grad.numpy().sum() == 0
+    assert m.weight.grad.detach().numpy().sum() == 0
     m.zero_grad()
     assert m.weight.grad is None
 
@@ -212,7 +212,7 @@ def test_dropout_module_follows_training_flag():
     tp.manual_seed(0)
     drop = nn.Dropout(0.5)
     x = tp.ones(1000)
-    y = drop(x).numpy()
+    y = drop(x).detach().numpy()
     assert set(np.unique(y)) == {0.0, 2.0}
     assert 350 < (y == 0).sum() < 650
     drop.eval()
@@ -224,9 +224,9 @@ def test_dropout_module_follows_training_flag():
 def test_dropout_is_deterministic_under_manual_seed():
     x = tp.ones(64)
     tp.manual_seed(3)
-    a = F.dropout(x, 0.3).numpy()
+    a = F.dropout(x, 0.3).detach().numpy()
     tp.manual_seed(3)
-    b = F.dropout(x, 0.3).numpy()
+    b = F.dropout(x, 0.3).detach().numpy()
     np.testing.assert_array_equal(a, b)
 
 
@@ -265,7 +265,7 @@ def test_state_dict_holds_persistent_entries_detached_in_torch_order():
     sd = m.state_dict()
     assert list(sd) == ["scale", "steps", "fc.weight", "fc.bias", "head.1.weight"]
     assert type(sd["fc.weight"]) is tp.Tensor
-    assert sd["fc.weight"].numpy() is m.fc.weight.numpy()
+    assert sd["fc.weight"].detach().numpy() is m.fc.weight.detach().numpy()
     kept = m.state_dict(keep_vars=True)
     assert kept["fc.weight"] is m.fc.weight
     assert list(m.state_dict(prefix="net."))[0] == "net.scale"
@@ -279,9 +279,9 @@ def test_load_state_dict_copies_numpy_values_in_place_keeping_dtypes():
     assert repr(result) == "<All keys matched successfully>"
     assert result.missing_keys == [] and result.unexpected_keys == []
     assert m.fc.weight is weight and weight.dtype is tp.float32
-    np.testing.assert_array_equal(weight.numpy(), np.full((4, 3), 0.5, np.float32))
+    np.testing.assert_array_equal(weight.detach().numpy(), np.full((4, 3), 0.5, np.float32))
     source["fc.weight"][:] = 7.0  # the module holds a copy
-    assert weight.numpy()[0, 0] == 0.5
+    assert weight.detach().numpy()[0, 0] == 0.5
 
 
 def test_load_state_dict_from_tensorplay_state_dict_round_trips():
@@ -289,12 +289,12 @@ def test_load_state_dict_from_tensorplay_state_dict_round_trips():
     b.load_state_dict(a.state_dict())
     for (ka, va), (kb, vb) in zip(a.state_dict().items(), b.state_dict().items()):
         assert ka == kb
-        np.testing.assert_array_equal(va.numpy(), vb.numpy())
+        np.testing.assert_array_equal(va.detach().numpy(), vb.detach().numpy())
 
 
 def test_load_state_dict_strict_reports_missing_and_unexpected_keys():
     m = Net()
-    sd = {k: v.numpy() for k, v in m.state_dict().items()}
+    sd = {k: v.detach().numpy() for k, v in m.state_dict().items()}
     del sd["fc.bias"]
     sd["fc.extra"] = np.zeros(1)
     sd["other"] = np.zeros(1)
@@ -308,7 +308,7 @@ def test_load_state_dict_strict_reports_missing_and_unexpected_keys():
 
 def test_load_state_dict_shape_mismatch_names_key_and_shapes_even_when_not_strict():
     m = Net()
-    sd = {k: v.numpy() for k, v in m.state_dict().items()}
+    sd = {k: v.detach().numpy() for k, v in m.state_dict().items()}
     sd["fc.weight"] = np.zeros((3, 4), np.float32)
     pattern = (r"size mismatch for fc\.weight: copying a param with shape tensorplay\.Size\(\[3, 4\]\) "
                r"from checkpoint, the shape in current model is tensorplay\.Size\(\[4, 3\]\)")
@@ -337,7 +337,7 @@ def test_load_state_dict_into_tied_weights_updates_both_modules():
     model = nn.ModuleDict({"emb": emb, "head": head})
     emb.weight = head.weight
     model.load_state_dict({"emb.weight": np.ones((5, 3)), "head.weight": np.ones((5, 3))})
-    assert emb.weight is head.weight and emb.weight.numpy().sum() == 15
+    assert emb.weight is head.weight and emb.weight.detach().numpy().sum() == 15
 
 
 def test_extra_state_is_saved_and_restored():
@@ -365,11 +365,11 @@ def test_module_deepcopies_and_pickles():
     m = Net()
     c = copy.deepcopy(m)
     assert c.fc.weight is not m.fc.weight and isinstance(c.fc.weight, nn.Parameter)
-    np.testing.assert_array_equal(c.fc.weight.numpy(), m.fc.weight.numpy())
+    np.testing.assert_array_equal(c.fc.weight.detach().numpy(), m.fc.weight.detach().numpy())
     p = pickle.loads(pickle.dumps(m))
     assert list(p.state_dict()) == list(m.state_dict()) and p.fc.weight.requires_grad
     x = tp.ones(2, 3)
-    np.testing.assert_array_equal(p(x).numpy(), m(x).numpy())
+    np.testing.assert_array_equal(p(x).detach().numpy(), m(x).detach().numpy())
 
 
 # --- printing ------------------------------------------------------------------------------------
@@ -503,34 +503,34 @@ def test_linear_and_conv_weights_are_uniform_within_torch_bounds():
     tp.manual_seed(0)
     lin = nn.Linear(64, 128)
     bound = 1 / math.sqrt(64)
-    w = lin.weight.numpy()
+    w = lin.weight.detach().numpy()
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
-    assert np.abs(lin.bias.numpy()).max() <= bound
+    assert np.abs(lin.bias.detach().numpy()).max() <= bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.05 * bound
     conv = nn.Conv2d(4, 8, 3)
     cb = 1 / math.sqrt(4 * 9)
-    assert np.abs(conv.weight.numpy()).max() <= cb and np.abs(conv.bias.numpy()).max() <= cb
+    assert np.abs(conv.weight.detach().numpy()).max() <= cb and np.abs(conv.bias.detach().numpy()).max() <= cb
 
 
 def test_embedding_norms_and_attention_defaults():
     tp.manual_seed(0)
     emb = nn.Embedding(200, 50, padding_idx=3)
-    w = emb.weight.numpy()
+    w = emb.weight.detach().numpy()
     assert np.all(w[3] == 0)
     assert abs(w.std() - 1) < 0.05 and abs(w.mean()) < 0.05
     ln = nn.LayerNorm(5)
-    assert np.all(ln.weight.numpy() == 1) and np.all(ln.bias.numpy() == 0)
+    assert np.all(ln.weight.detach().numpy() == 1) and np.all(ln.bias.detach().numpy() == 0)
     mha = nn.MultiheadAttention(16, 4)
     limit = math.sqrt(6 / (16 + 48))
-    assert np.abs(mha.in_proj_weight.numpy()).max() <= limit
-    assert np.all(mha.in_proj_bias.numpy() == 0) and np.all(mha.out_proj.bias.numpy() == 0)
+    assert np.abs(mha.in_proj_weight.detach().numpy()).max() <= limit
+    assert np.all(mha.in_proj_bias.detach().numpy() == 0) and np.all(mha.out_proj.bias.detach().numpy() == 0)
 
 
 def test_construction_is_deterministic_under_manual_seed():
     tp.manual_seed(7)
-    a = nn.Linear(3, 3).weight.numpy()
+    a = nn.Linear(3, 3).weight.detach().numpy()
     tp.manual_seed(7)
-    b = nn.Linear(3, 3).weight.numpy()
+    b = nn.Linear(3, 3).weight.detach().numpy()
     np.testing.assert_array_equal(a, b)
 
 
@@ -540,26 +540,26 @@ def test_init_functions_fill_in_place_with_the_requested_distribution():
     data_before = w
     assert nn.init.xavier_uniform_(w, gain=2.0) is data_before
     a = 2.0 * math.sqrt(6 / 500)
-    assert np.abs(w.numpy()).max() <= a and np.abs(w.numpy()).max() > 0.95 * a
+    assert np.abs(w.detach().numpy()).max() <= a and np.abs(w.detach().numpy()).max() > 0.95 * a
     nn.init.kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
-    assert abs(w.numpy().std() - math.sqrt(2 / 200)) < 0.01 * math.sqrt(2 / 200) * 5
+    assert abs(w.detach().numpy().std() - math.sqrt(2 / 200)) < 0.01 * math.sqrt(2 / 200) * 5
     nn.init.kaiming_uniform_(w, a=math.sqrt(5))
-    assert np.abs(w.numpy()).max() <= 1 / math.sqrt(300)
+    assert np.abs(w.detach().numpy()).max() <= 1 / math.sqrt(300)
     nn.init.xavier_normal_(w)
-    assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 0.003
+    assert abs(w.detach().numpy().std() - math.sqrt(2 / 500)) < 0.003
     nn.init.trunc_normal_(w, mean=1.0, std=2.0, a=-1.0, b=2.0)
-    assert w.numpy().min() >= -1.0 and w.numpy().max() <= 2.0 and w.numpy().min() < -0.9
+    assert w.detach().numpy().min() >= -1.0 and w.detach().numpy().max() <= 2.0 and w.detach().numpy().min() < -0.9
     nn.init.uniform_(w, -0.5, 0.5)
-    assert np.abs(w.numpy()).max() <= 0.5
+    assert np.abs(w.detach().numpy()).max() <= 0.5
     nn.init.normal_(w, 3.0, 0.1)
-    assert abs(w.numpy().mean() - 3.0) < 0.01
+    assert abs(w.detach().numpy().mean() - 3.0) < 0.01
     nn.init.constant_(w, 0.25)
-    assert np.all(w.numpy() == 0.25)
+    assert np.all(w.detach().numpy() == 0.25)
     nn.init.zeros_(w)
     nn.init.ones_(w)
-    assert np.all(w.numpy() == 1)
+    assert np.all(w.detach().numpy() == 1)
     nn.init.eye_(w)
-    np.testing.assert_array_equal(w.numpy(), np.eye(200, 300, dtype=np.float32))
+    np.testing.assert_array_equal(w.detach().numpy(), np.eye(200, 300, dtype=np.float32))
     h = tp.empty(4, dtype=tp.float16)
     nn.init.normal_(h)
     assert h.dtype is tp.float16
@@ -596,7 +596,7 @@ def _copy_and_compare(torch, ours, theirs, *inputs, rtol=1e-5, atol=1e-6):
         if e is None:
             assert g is None
             continue
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(g.detach().numpy(), e.detach().numpy(), rtol=rtol, atol=atol)
     return ours, theirs
 
 
@@ -643,14 +643,14 @@ def test_layer_forward_matches_torch(name):
     inputs = (x, x[::-1].copy()) if name == "bilinear" else (x,)
     ours, theirs = _copy_and_compare(torch, make_ours(), make_theirs(), *inputs)
     if name == "batch_norm_train":
-        np.testing.assert_allclose(ours.running_mean.numpy(), theirs.running_mean.numpy(), rtol=1e-5,
+        np.testing.assert_allclose(ours.running_mean.detach().numpy(), theirs.running_mean.detach().numpy(), rtol=1e-5,
                                    atol=1e-6)
-        np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(ours.running_var.detach().numpy(), theirs.running_var.detach().numpy(), rtol=1e-5)
         assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked)
         ours.eval(), theirs.eval()
         with torch.no_grad():
-            expected = theirs(torch.from_numpy(x)).numpy()
-        np.testing.assert_allclose(ours(tp.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)
+            expected = theirs(torch.from_numpy(x)).detach().numpy()
+        np.testing.assert_allclose(ours(tp.tensor(x)).detach().numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_embedding_matches_torch_with_padding_idx():
@@ -667,14 +667,14 @@ def test_embedding_max_norm_renormalizes_used_rows_in_place():
         theirs.weight.mul_(3)
     idx = np.array([0, 2, 2, 5])
     _copy_and_compare(torch, ours, theirs, idx)
-    np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(ours.weight.detach().numpy(), theirs.weight.detach().numpy(), rtol=1e-5)
 
 
 def test_embedding_from_pretrained():
     w = tp.arange(6.0).reshape(3, 2)
     emb = nn.Embedding.from_pretrained(w)
     assert not emb.weight.requires_grad
-    np.testing.assert_array_equal(emb(tp.tensor([2])).numpy(), [[4.0, 5.0]])
+    np.testing.assert_array_equal(emb(tp.tensor([2])).detach().numpy(), [[4.0, 5.0]])
 
 
 @pytest.mark.parametrize("name,kwargs", [
@@ -694,7 +694,7 @@ def test_loss_modules_match_torch(name, kwargs):
         y = rng.standard_normal((5, 4)).astype(np.float32)
     ours = getattr(nn, name)(**kwargs)(tp.tensor(x), tp.tensor(y))
     theirs = getattr(torch.nn, name)(**kwargs)(torch.from_numpy(x), torch.from_numpy(y))
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_cross_entropy_with_all_targets_ignored_is_nan_like_torch():
@@ -773,11 +773,11 @@ def test_multihead_attention_matches_torch(case, dtype):
     got = ours(pq, pk, pv, **{key: tp.tensor(val) if isinstance(val, np.ndarray) else val
                               for key, val in call.items()})
     tol = 1e-5 if dtype == "float32" else 1e-12
-    np.testing.assert_allclose(got[0].numpy(), expected[0].numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(got[0].detach().numpy(), expected[0].detach().numpy(), rtol=tol, atol=tol)
     if expected[1] is None:
         assert got[1] is None
     else:
-        np.testing.assert_allclose(got[1].numpy(), expected[1].numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(got[1].detach().numpy(), expected[1].detach().numpy(), rtol=tol, atol=tol)
 
 
 def test_multihead_attention_validates_arguments():
@@ -795,7 +795,7 @@ def test_multihead_attention_dropout_only_in_training():
     mha = nn.MultiheadAttention(8, 2, dropout=0.5)
     x = tp.randn(5, 2, 8)
     mha.eval()
-    a = mha(x, x, x)[0].numpy()
-    np.testing.assert_array_equal(a, mha(x, x, x)[0].numpy())
+    a = mha(x, x, x)[0].detach().numpy()
+    np.testing.assert_array_equal(a, mha(x, x, x)[0].detach().numpy())
     mha.train()
-    assert not np.allclose(mha(x, x, x)[0].numpy(), a)
+    assert not np.allclose(mha(x, x, x)[0].detach().numpy(), a)

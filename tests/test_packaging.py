@@ -50,9 +50,9 @@ def test_import_and_eager_static_work_load_neither_sympy_nor_ml_dtypes_nor_iree(
     # bfloat16 or a compile first need them
     code = ("import sys, tensorplay as tp\n"
             "x = tp.randn(3, 4); m = tp.nn.Linear(4, 2)\n"
-            "y = (m(x).softmax(-1) @ x[:2, 1:3]).reshape(-1).sum(); tp.cat([x, x]).float().numpy()\n"
+            "y = (m(x).softmax(-1) @ x[:2, 1:3]).reshape(-1).sum(); tp.cat([x, x]).float().detach().numpy()\n"
             "print(sorted(m for m in ('sympy', 'ml_dtypes', 'iree.runtime', 'iree.compiler') if m in sys.modules))\n"
-            "b = x.to(tp.bfloat16); assert tp.tensor(b.numpy()).dtype is tp.bfloat16\n"
+            "b = x.to(tp.bfloat16); assert tp.tensor(b.detach().numpy()).dtype is tp.bfloat16\n"
             "print('ml_dtypes' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

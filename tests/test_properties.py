@@ -49,9 +49,9 @@ def test_add_and_mul_match_numpy_on_broadcast_shapes(data):
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
     ta, tb = tp.tensor(a), tp.tensor(b)
-    np.testing.assert_allclose((ta + tb).numpy(), a + b, rtol=1e-6)
-    np.testing.assert_allclose((ta * tb).numpy(), a * b, rtol=1e-6)
-    assert (ta < tb).numpy().tolist() == (a < b).tolist()
+    np.testing.assert_allclose((ta + tb).detach().numpy(), a + b, rtol=1e-6)
+    np.testing.assert_allclose((ta * tb).detach().numpy(), a * b, rtol=1e-6)
+    assert (ta < tb).detach().numpy().tolist() == (a < b).tolist()
 
 
 def test_reference_erf_is_accurate_to_double_precision():

@@ -26,8 +26,8 @@ def test_tensor_copies_but_from_numpy_shares_memory():
     s = tp.from_numpy(a)
     a[0] = 10
     assert t[0].item() == 0.0
-    assert s.numpy()[0] == 10.0
-    assert tp.as_tensor(a).numpy() is a
+    assert s.detach().numpy()[0] == 10.0
+    assert tp.as_tensor(a).detach().numpy() is a
 
 
 def test_ragged_and_bad_data_give_clear_errors():
@@ -124,7 +124,7 @@ def test_pickle_and_deepcopy_round_trip():
     t = tp.tensor([[1.5, 2.5]], dtype=tp.bfloat16)
     for u in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
         assert u.dtype is tp.bfloat16 and u.tolist() == t.tolist()
-        assert u.numpy() is not t.numpy()
+        assert u.detach().numpy() is not t.detach().numpy()
 
 
 @pytest.mark.parametrize("make", [
@@ -186,7 +186,7 @@ def test_numpy_array_functions():
     assert np.transpose(t).tolist() == [[1.0, 3.0], [2.0, 4.0]]
     assert isinstance(np.where(t > 2, t, 0.0), tp.Tensor)
     # functions without a mapping fall back to numpy on the data
-    assert np.linalg.norm(t) == pytest.approx(np.linalg.norm(t.numpy()))
+    assert np.linalg.norm(t) == pytest.approx(np.linalg.norm(t.detach().numpy()))
 
 
 def test_dlpack_round_trip():
@@ -224,13 +224,13 @@ def test_arange_matches_pytorch(args):
     torch = pytest.importorskip("torch")
     ours, theirs = tp.arange(*args), torch.arange(*args)
     assert ours.dtype.name == str(theirs.dtype).replace("torch.", "")
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-6)
 
 
 @pytest.mark.parametrize("args", [(0, 1, 5), (-2.5, 7, 11), (3, -3, 4), (0, 1, 1), (0, 1, 0)])
 def test_linspace_matches_pytorch(args):
     torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(tp.linspace(*args).numpy(), torch.linspace(*args).numpy(), rtol=1e-6,
+    np.testing.assert_allclose(tp.linspace(*args).detach().numpy(), torch.linspace(*args).detach().numpy(), rtol=1e-6,
                                atol=1e-7)
 
 

@@ -162,6 +162,17 @@ class Op:
     results: ClassVar[tuple[str, ...]] = ("result",)
     #: operand dtypes the op accepts; ``None`` accepts every dtype.
     operand_dtypes: ClassVar[tuple[dt.DType, ...] | None] = None
+    #: False for ops whose results carry no gradient (comparisons, integer-valued results,
+    #: ops without tensor operands); every other op defines :meth:`vjp`.
+    differentiable: ClassVar[bool] = True
+    #: the gradient rule: ``vjp(ctx, grads)`` returns one gradient (or None) per operand, given
+    #: the gradients of the results, built from tp ops applied to tensors (tensor methods or
+    #: ``ctx.apply_op``), so the same rule serves eager autograd and backward graphs. ``ctx``
+    #: gives ``input(i)``, ``output(i)``, ``attrs``, ``needs(i)`` (whether operand i wants a
+    #: gradient) and ``input_meta`` / ``output_meta`` ((shape, dtype) of each). A rule returns
+    #: gradients in the shape and dtype of the computation: summing over broadcast dims and
+    #: casting to each operand's dtype is the engine's (tensorplay/autograd/engine.py).
+    vjp: ClassVar[Any] = None
 
     # -- description ---------------------------------------------------------------------
     @property

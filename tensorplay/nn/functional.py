@@ -24,7 +24,7 @@ from ..ops import linalg as L
 from ..ops import random as RND
 from ..ops import reduction as R
 from ..ops import shape as S
-from ..ops._helpers import as_tensor_arg
+from ..ops._helpers import as_tensor_arg, sqrt_zero_grad, tracking
 
 __all__ = [
     # activations
@@ -94,7 +94,11 @@ def tanh(input: Tensor) -> Tensor:
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _inplace(input, E.clamp(input, min_val, max_val), inplace)
+    out = E.clamp(input, min_val, max_val)
+    if tracking(input):  # PyTorch's gradient: zero at the bounds too (clamp's passes there)
+        inside = E.logical_and(E.gt(input, min_val), E.lt(input, max_val))
+        out = E.where(inside, input, out.detach())
+    return _inplace(input, out, inplace)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -110,14 +114,14 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
     x = _t(input, "elu")
     y = _opmath(x)
-    out = E.where(E.gt(y, 0), y, E.mul(E.expm1(E.minimum(y, 0)), alpha))
+    out = E.where(E.gt(y, 0), y, E.mul(E.expm1(E.clamp(y, None, 0.0)), alpha))
     return _inplace(input, _rounded(x, out), inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     x = _t(input, "celu")
     y = _opmath(x)
-    neg = E.mul(E.expm1(E.div(E.minimum(y, 0), alpha)), alpha)
+    neg = E.mul(E.expm1(E.div(E.clamp(y, None, 0.0), alpha)), alpha)
     return _inplace(input, _rounded(x, E.where(E.gt(y, 0), y, neg)), inplace)
 
 
@@ -315,7 +319,7 @@ def _p_norm(x: Tensor, p: float, dim: Any, keepdim: bool) -> Tensor:
     if p == -math.inf:
         return R.amin(E.abs(x), dim, keepdim)
     if p == 2:
-        return E.sqrt(R.sum(E.mul(x, x), dim, keepdim))
+        return sqrt_zero_grad(R.sum(E.mul(x, x), dim, keepdim))
     if p == 1:
         return R.sum(E.abs(x), dim, keepdim)
     return E.pow(R.sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
@@ -388,6 +392,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if max_norm is not None:
         _embedding_renorm_(weight, flat, max_norm, norm_type)
     rows = I.index_select(weight, 0, flat)
+    if padding_idx is not None and tracking(weight):  # the padding row gets no gradient, as PyTorch
+        pad = padding_idx % num
+        rows = E.where(S.unsqueeze(E.eq(flat, pad), 1), rows.detach(), rows)
     return S.reshape(rows, tuple(idx.shape) + (weight.shape[1],))
 
 
@@ -926,8 +933,10 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     if log_target:
         loss = E.mul(E.exp(t), E.sub(t, x))
     else:
-        safe_log = E.log(E.where(E.gt(t, 0), t, C.ones((), dtype=t.dtype)))
-        loss = E.where(E.gt(t, 0), E.mul(t, E.sub(safe_log, x)), C.zeros((), dtype=x.dtype))
+        # PyTorch's xlogy(target, target) - target * input: 0 where the target is 0 (its gradient
+        # there is NaN, as PyTorch's), NaN for negative targets
+        xlogx = E.where(E.eq(t, 0), C.zeros((), dtype=t.dtype), E.mul(t, E.log(t)))
+        loss = E.sub(xlogx, E.mul(t, x))
     if reduction == "batchmean":
         return E.div(R.sum(loss), x.shape[0] if x.ndim else 1)
     return _reduce(loss, reduction)

@@ -98,3 +98,24 @@ def int_tuple(op: str, name: str, args: Sequence[Any]) -> tuple[int, ...]:
                             f"element of type {type(v).__name__}")
         out.append(int(v))
     return tuple(out)
+
+
+def tracking(*tensors: Any) -> bool:
+    """Whether autograd records ops on these tensors now (grad mode on, one requires grad):
+    frontends whose PyTorch derivative differs from their composition's at kinks and zeros
+    build the PyTorch-exact form only then."""
+    from .._grad_mode import is_grad_enabled
+
+    return is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors)
+
+
+def sqrt_zero_grad(v: Tensor) -> Tensor:
+    """``sqrt(v)`` whose gradient is 0 where ``v`` is 0 (PyTorch's norm and std backward),
+    not the 0 * inf = NaN of the plain composition; the plain sqrt when nothing is recorded."""
+    from . import creation as C
+    from . import elementwise as E
+
+    if not tracking(v):
+        return E.sqrt(v)
+    zero = E.eq(v, 0)
+    return E.where(zero, E.mul(v, 0), E.sqrt(E.where(zero, C.ones((), dtype=v.dtype), v)))

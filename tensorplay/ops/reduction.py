@@ -20,7 +20,8 @@ from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import DTypeError, ShapeError
 from ..dialects.tp.ops.reduction import reduction_dims
 from . import elementwise as E
-from ._helpers import as_tensor_arg, int_tuple, is_scalar
+from . import shape as S
+from ._helpers import as_tensor_arg, int_tuple, is_scalar, sqrt_zero_grad, tracking
 
 __all__ = [
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
@@ -107,8 +108,12 @@ def _extremum(op: str, input: Any, dim: Any, keepdim: bool, other: Any) -> Any:
     if dim is None:
         return apply(reduce_op, x)
     d = _single_dim(op, dim)
-    return result(apply(reduce_op, x, dims=(d,), keepdim=keepdim),
-                  apply(arg_op, x, dim=d, keepdim=keepdim))
+    index = apply(arg_op, x, dim=d, keepdim=keepdim)
+    if tracking(x):  # the gradient goes to the element the index names, as PyTorch's max(dim)
+        at = index if keepdim or x.ndim == 0 else S.unsqueeze(index, d)
+        values = apply("tp.gather", x, at, dim=d) if x.ndim else x
+        return result(values if keepdim or x.ndim == 0 else S.squeeze(values, d), index)
+    return result(apply(reduce_op, x, dims=(d,), keepdim=keepdim), index)
 
 
 def max(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
@@ -175,7 +180,7 @@ def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False
     if work is not x.dtype:
         out = E.sqrt(_var("std", E.cast(x, work), dim, unbiased, keepdim, correction))
         return E.cast(out, x.dtype)
-    return E.sqrt(_var("std", x, dim, unbiased, keepdim, correction))
+    return sqrt_zero_grad(_var("std", x, dim, unbiased, keepdim, correction))
 
 
 def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:

@@ -73,7 +73,7 @@ def test_graph_break_splits_and_makes_live_tensors_concrete(backend):
         states_append(y._data is not None and tp.compiler.is_compiling())
         return y + 1
 
-    np.testing.assert_array_equal(f(tp.ones(2)).numpy(), [4.0, 4.0])
+    np.testing.assert_array_equal(f(tp.ones(2)).detach().numpy(), [4.0, 4.0])
     assert states == [True, True]
     assert backend.count == 2
 
@@ -83,7 +83,7 @@ def test_run_eagerly_runs_without_capture_and_feeds_the_next_segment(backend):
 
     def eager_part(t):
         inside_append((current_capture(), t._data is not None, tp.compiler.is_compiling()))
-        return t.numpy().sum() * t  # numpy on a concrete tensor, no break
+        return t.detach().numpy().sum() * t  # numpy on a concrete tensor, no break
 
     @tp.compile(backend=backend)
     def f(x):
@@ -91,7 +91,7 @@ def test_run_eagerly_runs_without_capture_and_feeds_the_next_segment(backend):
         z = current_capture().run_eagerly(eager_part, (y,), {}, "eager helper")
         return z * 2
 
-    np.testing.assert_array_equal(f(tp.ones(2)).numpy(), [16.0, 16.0])
+    np.testing.assert_array_equal(f(tp.ones(2)).detach().numpy(), [16.0, 16.0])
     assert inside == [(None, True, False)]
     with pytest.raises(GraphCaptureError, match="eager helper"):
         tp.compile(f.original, backend=backend, fullgraph=True, isolate_recompiles=True)(tp.ones(2))
@@ -108,7 +108,7 @@ def test_call_atomic_traces_inline_and_names_itself_when_it_breaks(backend):
     def f(x):
         return current_capture().call_atomic(body, (x,), {}, "allow_in_graph(body)") * 2
 
-    np.testing.assert_allclose(f(tp.ones(1)).numpy(), (np.sin(1.0) + 1) * 2, rtol=1e-6)
+    np.testing.assert_allclose(f(tp.ones(1)).detach().numpy(), (np.sin(1.0) + 1) * 2, rtol=1e-6)
     assert backend.count == 1
 
     @tp.compile(backend=backend)
@@ -154,7 +154,7 @@ def test_call_region_traces_once_and_calls_the_callee_from_every_site(backend):
     expected = x
     for b in blocks:
         expected = b(expected)
-    np.testing.assert_allclose(f(x).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
     assert len(runs) == 1  # later sites replay the callee without running Python
     (graph,) = backend.graphs
     calls = [n for n in graph.nodes if n.op == CALL]
@@ -168,7 +168,7 @@ def test_call_region_traces_once_and_calls_the_callee_from_every_site(backend):
     expected = x
     for b in blocks:
         expected = b(expected)
-    np.testing.assert_allclose(f(x).numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), expected.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_call_region_keys_by_signature_and_reapplies_in_place_updates(backend):
@@ -186,9 +186,9 @@ def test_call_region_keys_by_signature_and_reapplies_in_place_updates(backend):
 
     a, b = tp.zeros(2), tp.ones(2)
     out = f(a, b)
-    np.testing.assert_array_equal(a.numpy(), [1.0, 1.0])
-    np.testing.assert_array_equal(b.numpy(), [4.0, 4.0])
-    np.testing.assert_array_equal(out.numpy(), [2.0 + 4.0 + 8.0] * 2)
+    np.testing.assert_array_equal(a.detach().numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(b.detach().numpy(), [4.0, 4.0])
+    np.testing.assert_array_equal(out.detach().numpy(), [2.0 + 4.0 + 8.0] * 2)
     callees = backend.graphs[0].callees()
     assert len(callees) == 2
 
@@ -209,10 +209,10 @@ def test_call_region_with_its_own_compiler_runs_in_pieces(backend):
     expected = x * 2
     for b in blocks:
         expected = b(expected)
-    np.testing.assert_allclose(f(x).numpy(), (expected - 1).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), (expected - 1).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert region_backend.count == 1  # the callee, compiled once by its own backend
     assert all(CALL not in [n.op for n in g.nodes] for g in backend.graphs)  # pieces around it
-    np.testing.assert_allclose(f(x).numpy(), (expected - 1).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), (expected - 1).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_break_inside_a_region_raises(backend):
@@ -270,5 +270,5 @@ def test_suspended_runs_the_block_eagerly(backend):
             seen_append(z._data is not None)
         return z + 1
 
-    np.testing.assert_array_equal(f(tp.ones(1)).numpy(), [21.0])
+    np.testing.assert_array_equal(f(tp.ones(1)).detach().numpy(), [21.0])
     assert seen == [(None, False), True]

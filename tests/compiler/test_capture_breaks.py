@@ -37,7 +37,7 @@ def _bool(x):
 
 
 def _numpy(x):
-    return (x * 3).numpy()
+    return (x * 3).detach().numpy()
 
 
 def _tolist(x):
@@ -60,7 +60,7 @@ def _np_function(x):
 CASES = [
     (_item, "Tensor.item() needs the value of a captured tensor", "return y.sum().item()"),
     (_bool, "bool(tensor) needs the value of a captured tensor", "if y.sum() > 0:"),
-    (_numpy, "Tensor.numpy() needs the value of a captured tensor", "return (x * 3).numpy()"),
+    (_numpy, "Tensor.detach().numpy() needs the value of a captured tensor", "return (x * 3).detach().numpy()"),
     (_tolist, "Tensor.tolist() needs the value of a captured tensor", "return (x - 1).tolist()"),
     (_print, "print(tensor) needs the value of a captured tensor", "print(x * 5)"),
     (_repr, "repr(tensor) needs the value of a captured tensor", "return repr(x + 1)"),
@@ -91,7 +91,7 @@ def test_break_without_fullgraph_gives_the_eager_result(fn, reason, source, back
     got = tp.compile(fn, backend=backend)(x)
     assert capsys.readouterr().out == eager_out
     if isinstance(expected, tp.Tensor):
-        np.testing.assert_array_equal(np.asarray(got.numpy()), np.asarray(expected.numpy()))
+        np.testing.assert_array_equal(np.asarray(got.detach().numpy()), np.asarray(expected.detach().numpy()))
     elif isinstance(expected, np.ndarray):
         np.testing.assert_array_equal(got, expected)
     else:
@@ -111,7 +111,7 @@ def test_data_dependent_branch_compiles_each_side_once(backend):
 
     for v in [1.0, 2.0, -1.0, -3.0, 4.0, -5.0]:
         x = tp.full((3,), v)
-        np.testing.assert_array_equal(f(x).numpy(), (x * 2 + (1 if v > 0 else -1)).numpy())
+        np.testing.assert_array_equal(f(x).detach().numpy(), (x * 2 + (1 if v > 0 else -1)).detach().numpy())
     assert len(calls) == 6  # a segmented function runs its Python every call
     assert backend.count == 3  # prefix, then each side once
     info = f.cache_info()
@@ -129,8 +129,8 @@ def test_live_tensors_become_concrete_and_later_segments_read_them(backend):
     x, w = tp.randn(3, 4), tp.randn(4, 2)
     a, h = f(x, w)
     ref = x @ w
-    np.testing.assert_allclose(h.numpy(), ref.numpy(), rtol=1e-6)
-    np.testing.assert_allclose(a.numpy(), (ref / float(ref.abs().max())).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(h.detach().numpy(), ref.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(a.detach().numpy(), (ref / float(ref.abs().max())).detach().numpy(), rtol=1e-6)
     assert backend.count == 2
 
 
@@ -145,7 +145,7 @@ def test_in_place_update_before_a_break_is_visible_after_it(backend):
     x = tp.ones(2)
     out = f(x)
     assert out is x
-    np.testing.assert_array_equal(x.numpy(), [6.0, 6.0])
+    np.testing.assert_array_equal(x.detach().numpy(), [6.0, 6.0])
 
 
 def test_module_with_print_in_forward_runs_in_segments(backend, capsys):
@@ -161,11 +161,11 @@ def test_module_with_print_in_forward_runs_in_segments(backend, capsys):
 
     m = Loud()
     x = tp.randn(2, 3)
-    eager = m(x).numpy()
+    eager = m(x).detach().numpy()
     printed = capsys.readouterr().out
     cm = tp.compile(m, backend=backend)
-    np.testing.assert_allclose(cm(x).numpy(), eager, rtol=1e-6)
-    np.testing.assert_allclose(cm(x).numpy(), eager, rtol=1e-6)
+    np.testing.assert_allclose(cm(x).detach().numpy(), eager, rtol=1e-6)
+    np.testing.assert_allclose(cm(x).detach().numpy(), eager, rtol=1e-6)
     assert capsys.readouterr().out == printed * 2
     assert backend.count == 2
 
@@ -177,7 +177,7 @@ def test_data_dependent_output_shape_is_a_break(backend):
     with pytest.raises(GraphCaptureError, match=r"tp.nonzero has a data-dependent output shape"):
         tp.compile(f, backend=backend, fullgraph=True)(tp.ones(3))
     x = tp.tensor([1.0, -1.0, 2.0])
-    np.testing.assert_array_equal(tp.compile(f, backend=backend)(x).numpy(), f(x).numpy())
+    np.testing.assert_array_equal(tp.compile(f, backend=backend)(x).detach().numpy(), f(x).detach().numpy())
 
 
 def test_breaks_are_logged_with_file_and_line(backend, caplog):
@@ -234,5 +234,5 @@ def test_segment_limit_runs_new_segments_eagerly(backend):
         for i in range(12):
             x = tp.full((16,), float(i))
             expected = (x * 2)[:int((x * 2).sum().item()) % 13 + 1] + int((x * 2).sum().item())
-            np.testing.assert_array_equal(f(x, 0).numpy(), expected.numpy())
+            np.testing.assert_array_equal(f(x, 0).detach().numpy(), expected.detach().numpy())
     assert f.cache_info()["segment_programs"] == 8

@@ -43,7 +43,7 @@ def test_what_recompiles(change, recompiles, backend):
     out = cf(*args, **kwargs)
     assert backend.count == (2 if recompiles else 1)
     assert len(calls) == (2 if recompiles else 1)
-    np.testing.assert_allclose(out.numpy(), cf.original(*args, **kwargs).numpy())
+    np.testing.assert_allclose(out.detach().numpy(), cf.original(*args, **kwargs).detach().numpy())
 
 
 def test_global_modes_are_guarded(backend):
@@ -71,9 +71,9 @@ def test_aliasing_between_tensor_arguments_is_guarded(backend):
         return a + b
 
     x = tp.zeros(2)
-    np.testing.assert_array_equal(f(x, x).numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(f(x, x).detach().numpy(), [2.0, 2.0])
     y, z = tp.zeros(2), tp.zeros(2)
-    np.testing.assert_array_equal(f(y, z).numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(f(y, z).detach().numpy(), [1.0, 1.0])
     assert backend.count == 2
 
 
@@ -83,7 +83,7 @@ def test_module_state_changes_recompile_but_weight_values_do_not(backend):
     x = tp.randn(2, 3)
 
     def check():
-        np.testing.assert_allclose(cm(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(cm(x).detach().numpy(), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
     check()
     with tp.no_grad():
@@ -107,7 +107,7 @@ def test_module_state_changes_recompile_but_weight_values_do_not(backend):
     assert backend.count == 5
     model.double()                                   # parameter dtype
     check_x = x.double()
-    np.testing.assert_allclose(cm(check_x).numpy(), model(check_x).numpy(), rtol=1e-9)
+    np.testing.assert_allclose(cm(check_x).detach().numpy(), model(check_x).detach().numpy(), rtol=1e-9)
     assert backend.count == 6
 
 
@@ -120,9 +120,9 @@ def test_global_module_rebinding_is_guarded(backend):
         return _GLOBAL_MODEL(x)
 
     x = tp.ones(1, 2)
-    np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), _GLOBAL_MODEL(x).detach().numpy(), rtol=1e-6)
     _GLOBAL_MODEL = tp.nn.Linear(2, 2)
-    np.testing.assert_allclose(f(x).numpy(), _GLOBAL_MODEL(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), _GLOBAL_MODEL(x).detach().numpy(), rtol=1e-6)
     _GLOBAL_MODEL.eval()
     f(x)
     assert backend.count == 3

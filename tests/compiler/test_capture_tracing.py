@@ -16,7 +16,7 @@ from tests.compiler.conftest import probe
 
 
 def _np(t):
-    return np.asarray(t.numpy())
+    return np.asarray(t.detach().numpy())
 
 
 def test_captured_graph_records_ops_with_user_source_lines(backend):

@@ -19,7 +19,7 @@ TOL = {np.dtype(np.float32): dict(rtol=2e-5, atol=2e-5), np.dtype(np.float64): d
 
 
 def _close(actual, expected):
-    actual, expected = np.asarray(actual.numpy()), np.asarray(expected.numpy())
+    actual, expected = np.asarray(actual.detach().numpy()), np.asarray(expected.detach().numpy())
     assert actual.dtype == expected.dtype and actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, **TOL[expected.dtype])
 

@@ -66,7 +66,7 @@ def calls_of(compiled, shapes):
         out = []
         for k in range(CALLS):
             args = inputs(i, k, *shapes)
-            out.append(([a.numpy() for a in args], compiled(*args).numpy()))
+            out.append(([a.detach().numpy() for a in args], compiled(*args).detach().numpy()))
         return out
 
     return run_in_threads(work)
@@ -75,7 +75,7 @@ def calls_of(compiled, shapes):
 def check_against_eager(results, eager, rtol, atol):
     for i, calls in results.items():
         for args, got in calls:
-            want = eager(*[tp.tensor(a) for a in args]).numpy()
+            want = eager(*[tp.tensor(a) for a in args]).detach().numpy()
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"thread {i}")
 
 
@@ -91,7 +91,7 @@ def test_compiled_module_from_threads_compiles_once():
     counting = CountingBackend()
     model = mlp()
     compiled = tp.compile(model, backend=counting)
-    expected = {(i, k): model(*inputs(i, k, (3, 8))).numpy() for i in range(THREADS) for k in range(CALLS)}
+    expected = {(i, k): model(*inputs(i, k, (3, 8))).detach().numpy() for i in range(THREADS) for k in range(CALLS)}
     results = calls_of(compiled, [(3, 8)])
     assert counting.count == 1
     for i, calls in results.items():
@@ -124,7 +124,7 @@ def test_threads_share_one_iree_compile(name, fresh_cache):
 def test_threads_share_one_compiled_module_on_iree(name, fresh_cache):
     model = mlp()
     compiled = tp.compile(model, backend=name)
-    expected = {(i, k): model(*inputs(i, k, (5, 8))).numpy() for i in range(THREADS) for k in range(CALLS)}
+    expected = {(i, k): model(*inputs(i, k, (5, 8))).detach().numpy() for i in range(THREADS) for k in range(CALLS)}
     results = calls_of(compiled, [(5, 8)])
     assert compiled.compiled_function.compile_count == 1
     for i, calls in results.items():
@@ -146,4 +146,4 @@ def test_an_exported_module_serves_threads(tmp_path):
 
     for i, calls in run_in_threads(work).items():
         for x, got in calls:
-            np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5, err_msg=f"thread {i}")
+            np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5, err_msg=f"thread {i}")

@@ -79,7 +79,7 @@ def test_device_names_follow_pytorch():
 def test_memory_handed_out_is_marked_shared():
     t = tp.randn(4)
     assert not storage.is_shared(t._data)
-    t.numpy()
+    t.detach().numpy()
     assert storage.is_shared(t._data)
     u = tp.randn(4)
     np.asarray(u, copy=True)  # a copy shares nothing
@@ -208,7 +208,7 @@ def test_host_weights_stay_on_the_device_and_changes_are_seen(backend):
     assert _moved(before).upload_bytes <= idx.numel() * 8
 
     # a write through memory handed out: never stale (that weight is copied on each call now)
-    weight.numpy()[:] = 0.25
+    weight.detach().numpy()[:] = 0.25
     out = compiled(idx)
     np.testing.assert_allclose(np.asarray(_logits(out)), np.asarray(_logits(model(idx))), rtol=1e-4, atol=1e-5)
 
@@ -248,10 +248,10 @@ def test_empty_tensors_on_the_device_act_as_on_the_host(dev):
         got, want = compiled(x.to(dev)), f(x)
         for g, w in zip(got, want):
             assert g.device.type == dev and g.shape == w.shape, cols
-            np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=1e-6)
+            np.testing.assert_allclose(g.cpu().detach().numpy(), w.detach().numpy(), rtol=1e-6)
     assert compiled.compile_count == 1
     # the device is still good after those calls
-    np.testing.assert_allclose((tp.ones(2, 2).to(dev) * 3).cpu().numpy(), np.full((2, 2), 3.0))
+    np.testing.assert_allclose((tp.ones(2, 2).to(dev) * 3).cpu().detach().numpy(), np.full((2, 2), 3.0))
     tp.compiler.reset()
 
 
@@ -265,14 +265,14 @@ def test_tensors_move_to_the_device_and_back(dev, rng):
         back = t.cpu()
         s = runtime.stats()
         assert back.device == tp.device("cpu") and (s.downloads, s.download_bytes) == (1, t._data.nbytes), dtype
-        np.testing.assert_array_equal(back.numpy(), host.numpy())
+        np.testing.assert_array_equal(back.detach().numpy(), host.detach().numpy())
         assert t.tolist() == host.tolist() and runtime.stats().downloads == 2
         assert f"device='{t.device}'" in repr(t)
-        np.testing.assert_array_equal(np.asarray(t), host.numpy())
+        np.testing.assert_array_equal(np.asarray(t), host.detach().numpy())
         assert runtime.stats().downloads == 2  # reads after the first use the copy it made
         assert t[1, 2].item() == host[1, 2].item() and t[1, 2].device == t.device
         with pytest.raises(TypeError, match=r"can't convert .* to numpy. Use Tensor.cpu\(\)"):
-            t.numpy()
+            t.detach().numpy()
 
 
 def test_factories_and_like_functions_make_device_tensors(dev):
@@ -290,8 +290,8 @@ def test_mixing_devices_is_pytorchs_error(dev):
     with pytest.raises(RuntimeError, match=rf"Expected all tensors to be on the same device.*{dev}:0 and cpu"):
         x + tp.randn(3, 4)
     # Python numbers and host 0-d tensors mix, as in PyTorch; so do host index tensors
-    np.testing.assert_allclose((x * 2 + tp.tensor(1.0)).cpu().numpy(), x.cpu().numpy() * 2 + 1, rtol=1e-6)
-    np.testing.assert_array_equal(x[tp.tensor([2, 0])].cpu().numpy(), x.cpu().numpy()[[2, 0]])
+    np.testing.assert_allclose((x * 2 + tp.tensor(1.0)).cpu().detach().numpy(), x.cpu().detach().numpy() * 2 + 1, rtol=1e-6)
+    np.testing.assert_array_equal(x[tp.tensor([2, 0])].cpu().detach().numpy(), x.cpu().detach().numpy()[[2, 0]])
 
 
 def test_eager_ops_stay_on_the_device(dev):
@@ -301,7 +301,7 @@ def test_eager_ops_stay_on_the_device(dev):
     y = (d @ d.T).relu().sum(dim=1).softmax(dim=0)
     s = runtime.stats()
     assert y.device.type == dev and s.downloads == 0, s
-    np.testing.assert_allclose(y.cpu().numpy(), (x @ x.T).relu().sum(dim=1).softmax(dim=0).numpy(),
+    np.testing.assert_allclose(y.cpu().detach().numpy(), (x @ x.T).relu().sum(dim=1).softmax(dim=0).detach().numpy(),
                                rtol=2e-5, atol=1e-6)
 
 
@@ -311,7 +311,7 @@ def test_ops_the_device_cannot_run_fall_back_to_the_host(backend_name, dev):
     x = tp.randn(5, dtype=tp.float64)
     y = x.to(dev) * 3
     assert y.device.type == dev and y.dtype is tp.float64
-    np.testing.assert_array_equal(y.cpu().numpy(), (x * 3).numpy())
+    np.testing.assert_array_equal(y.cpu().detach().numpy(), (x * 3).detach().numpy())
     assert "tp.mul" in device_ops.fallbacks() and "float64" in device_ops.fallbacks()["tp.mul"]
 
 
@@ -337,7 +337,7 @@ def test_op_table_runs_eagerly_on_the_device(dev):
             if g.device.type != dev:
                 failures.append(f"{where}: result on {g.device}")
                 continue
-            r = g.cpu().numpy()
+            r = g.cpu().detach().numpy()
             if r.shape != w.shape or r.dtype != w.dtype:
                 failures.append(f"{where}: got {r.dtype}{list(r.shape)}, expected {w.dtype}{list(w.shape)}")
             elif t.dtype.is_floating_point:
@@ -359,11 +359,11 @@ def test_models_moved_to_the_device_match_host_eager(build, backend_name, dev):
     xd = x.to(dev)
     eager = _logits(model(xd))
     assert eager.device.type == dev
-    np.testing.assert_allclose(eager.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(eager.cpu().detach().numpy(), want, rtol=1e-4, atol=1e-5)
     compiled = tp.compiler.compile(model, backend=backend_name)
     out = _logits(compiled(xd))
     assert out.device.type == dev
-    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.cpu().detach().numpy(), want, rtol=1e-4, atol=1e-5)
     model.cpu()
     assert all(t.device == tp.device("cpu") for t in model.parameters())
     np.testing.assert_allclose(np.asarray(_logits(model(x))), want, rtol=1e-6, atol=1e-6)
@@ -392,7 +392,7 @@ def test_compiled_calls_on_device_tensors_move_nothing(backend_name, dev):
     probs = head(_logits(compiled(d)))
     moved = _moved(before)
     assert (moved.uploads, moved.downloads) == (0, 0), moved
-    np.testing.assert_allclose(probs.cpu().numpy(), np.asarray(tp.softmax(tp.tensor(want), dim=-1)),
+    np.testing.assert_allclose(probs.cpu().detach().numpy(), np.asarray(tp.softmax(tp.tensor(want), dim=-1)),
                                rtol=1e-4, atol=1e-6)
     # an in-place update on the device: nothing to upload, the new weight is used
     with tp.no_grad():
@@ -400,7 +400,7 @@ def test_compiled_calls_on_device_tensors_move_nothing(backend_name, dev):
     before = runtime.stats()
     out = _logits(compiled(d))
     assert _moved(before).uploads == 0
-    np.testing.assert_allclose(out.cpu().numpy(), _logits(model(d)).cpu().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.cpu().detach().numpy(), _logits(model(d)).cpu().detach().numpy(), rtol=1e-4, atol=1e-5)
 
 
 @tp.compiler.disable
@@ -424,7 +424,7 @@ def test_graph_breaks_keep_tensors_on_the_device(backend_name, dev):
     # only the Python number of the eager step crosses (a 0-d upload); no result comes back
     assert moved.downloads == 0 and moved.upload_bytes <= 8, moved
     assert out.device.type == dev
-    np.testing.assert_allclose(out.cpu().numpy(), f(x).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.cpu().detach().numpy(), f(x).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_compile_without_a_backend_follows_the_tensors_device(backend_name, dev):
@@ -434,7 +434,7 @@ def test_compile_without_a_backend_follows_the_tensors_device(backend_name, dev)
     compiled = tp.compile(model)  # no backend named: the device's backend, as torch.compile does
     out = compiled(x.to(dev))
     assert out.device.type == dev
-    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.cpu().detach().numpy(), want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=rf"argument \d+ is on {dev}:0 but the program runs on cpu"):
         tp.compile(model, backend="iree-cpu")(x.to(dev))
 
@@ -447,7 +447,7 @@ def test_moving_the_model_after_compiling_recompiles_for_the_device(backend_name
     model.to(dev)  # the guards see the weights' new device: the next call compiles for it
     out = compiled(x.to(dev))
     assert out.device.type == dev
-    np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out.cpu().detach().numpy(), want, rtol=1e-4, atol=1e-5)
     model.cpu()
     out = compiled(x)
     assert out.device == tp.device("cpu")
@@ -495,5 +495,5 @@ def test_programs_never_write_into_their_arguments(backend):
                 np.testing.assert_array_equal(np.asarray(b), original)
             if place is not None:  # the eager op on the device
                 np.testing.assert_array_equal(np.asarray(fn(b, other)), want)
-                np.testing.assert_array_equal(b.cpu().numpy(), original)
+                np.testing.assert_array_equal(b.cpu().detach().numpy(), original)
     np.testing.assert_array_equal(base, original)

@@ -34,7 +34,7 @@ def test_one_graph_serves_every_size(backend):
     w = _t(4, 3)
     for b, t in [(2, 5), (7, 1), (1, 9), (3, 3)]:
         x = _t(b, t, 4)
-        np.testing.assert_allclose(f(x, w).numpy(), _mlp(x, w).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(f(x, w).detach().numpy(), _mlp(x, w).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert backend.count == 1
     text = format_graph(backend.graphs[0])
     # every argument dim is symbolic; the matmul makes x.size(2) and w.size(0) one size
@@ -50,7 +50,7 @@ def test_size_arithmetic_stays_symbolic(backend):
     g = tp.compile(f, backend=backend, dynamic=True)
     for shape in [(3, 8), (2, 5), (4, 1), (1, 12)]:
         x = _t(*shape)
-        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(g(x).detach().numpy(), f(x).detach().numpy(), rtol=1e-6)
     assert backend.count == 1
 
 
@@ -63,7 +63,7 @@ def test_a_branch_on_a_size_compiles_each_side_once(backend):
     g = tp.compile(f, backend=backend, dynamic=True)
     for n in [12, 3, 9, 8, 30, 1, 16, 5]:
         x = _t(n, 3)
-        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g(x).detach().numpy(), f(x).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert backend.count == 2
     guards = [e.shape_guard.describe() for e in g._group.order]
     assert guards == [["x.size(0) >= 9"], ["x.size(0) <= 8"]]
@@ -75,7 +75,7 @@ def test_sizes_shared_by_arguments_are_guarded_equal(backend):
     g(_t(6, 2), _t(6, 2))
     assert backend.count == 1
     out = g(_t(6, 2), _t(1, 2))  # y.size(0) == x.size(0) no longer holds: a new graph broadcasts
-    np.testing.assert_allclose(out.numpy(), _arr(6, 2) + _arr(1, 2), rtol=1e-6)
+    np.testing.assert_allclose(out.detach().numpy(), _arr(6, 2) + _arr(1, 2), rtol=1e-6)
     assert backend.count == 2
     assert g._group.order[0].shape_guard.describe() == ["y.size(0) == x.size(0)", "y.size(1) == x.size(1)"]
 
@@ -86,7 +86,7 @@ def test_size_one_is_an_ordinary_size(backend):
     bias = _t(3)
     for n in [1, 4, 1, 7]:
         x = _t(n, 3)
-        np.testing.assert_allclose(f(x, bias).numpy(), _arr(n, 3) * 2 + _arr(3), rtol=1e-6)
+        np.testing.assert_allclose(f(x, bias).detach().numpy(), _arr(n, 3) * 2 + _arr(3), rtol=1e-6)
     assert backend.count == 1
 
 
@@ -101,7 +101,7 @@ def test_broadcasting_against_a_size_one_dimension_specializes_it(backend, caplo
                for r in caplog.records)
     for xs, ys in [((1, 5), (9, 5)), ((3, 5), (3, 5)), ((3, 5), (1, 5))]:
         x, y = _t(*xs), _t(*ys)
-        np.testing.assert_allclose(g(x, y).numpy(), f(x, y).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(g(x, y).detach().numpy(), f(x, y).detach().numpy(), rtol=1e-6)
 
 
 def test_int_of_a_size_specializes_it(backend, caplog):
@@ -150,7 +150,7 @@ def test_automatic_dynamic_recompiles_a_changed_size_once(backend, caplog):
     g(_t(4, 6, 4), w)  # the sequence length changes too: one more capture, both dynamic
     for b, t in [(3, 2), (8, 11), (1, 1)]:
         x = _t(b, t, 4)
-        np.testing.assert_allclose(g(x, w).numpy(), _mlp(x, w).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g(x, w).detach().numpy(), _mlp(x, w).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert backend.count == 3
 
 
@@ -173,7 +173,7 @@ def test_a_graph_break_specializes_sizes_and_still_matches_eager(backend):
     for n in (4, 6, 4):
         for sign in (1, -1):
             x = tp.tensor(np.abs(_arr(n, 2)) * sign)
-            np.testing.assert_allclose(g(x).numpy(), f(x).numpy())
+            np.testing.assert_allclose(g(x).detach().numpy(), f(x).detach().numpy())
 
 
 def test_symbolic_sizes_do_not_outlive_their_capture(backend):
@@ -201,7 +201,7 @@ def test_nested_regions_take_symbolic_sizes(backend):
     g = tp.compile(f, backend=backend, dynamic=True)
     for n in (2, 5, 1):
         x = _t(n, 3)
-        np.testing.assert_allclose(g(x).numpy(), f(x).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g(x).detach().numpy(), f(x).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert backend.count == 1
     (graph,) = backend.graphs
     (callee,) = graph.callees()  # both sites call one callee
@@ -244,7 +244,7 @@ def test_random_draws_keep_symbolic_sizes(backend):
         want = _noisy(x, y)
         for g, w in zip(got, want):
             assert tuple(g.shape) == tuple(w.shape)
-            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-6, atol=1e-6)
     assert backend.count == 1
     text = format_graph(backend.graphs[0])
     assert "tensor<s0x2*s1xf32>" in text and "tensor<s0xi64>" in text
@@ -254,7 +254,7 @@ def test_repeat_and_reshape_shortcuts_record_no_size_guards(backend):
     f = tp.compile(lambda x: x.repeat(1, 2).reshape(x.shape[0], -1) + 1, backend=backend, dynamic=True)
     for n in (1, 3, 5):
         x = _t(n, 3)
-        np.testing.assert_allclose(f(x).numpy(), np.tile(x.numpy(), (1, 2)) + 1)
+        np.testing.assert_allclose(f(x).detach().numpy(), np.tile(x.detach().numpy(), (1, 2)) + 1)
     assert backend.count == 1
     # only reshape's -1 (a division by x.size(0)) constrains the size; no "!= 1" from shortcuts
     assert f._group.order[0].shape_guard.describe() == ["x.size(0) >= 1"]
@@ -270,8 +270,8 @@ def test_split_and_chunk_keep_piece_sizes_symbolic(backend):
     for t in (8, 7, 9, 6, 5, 4):
         x = _t(2, t)
         got, want = cf(x), f(x)
-        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-6, atol=1e-6)
-        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        np.testing.assert_allclose(got[0].detach().numpy(), want[0].detach().numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(got[1].detach().numpy(), want[1].detach().numpy())
         assert got[2] == want[2]
     # one graph per number of pieces (7..9: three pieces of split(3), 4..6: two)
     assert backend.count == 2

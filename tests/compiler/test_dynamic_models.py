@@ -34,7 +34,7 @@ def test_gpt_with_a_dynamic_sequence_length_compiles_once(gpt):
         idx = tp.randint(0, 61, (2, t))
         got, _ = fast(idx)
         want, _ = model(idx)
-        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
     cf = fast.compiled_function
     assert cf.compile_count == 1
     (entry,) = cf._group.order
@@ -73,7 +73,7 @@ def test_a_shape_sweep_compiles_at_most_twice_and_matches_eager():
     fast = tp.compile(_block, backend="iree-cpu")  # dynamic=None: automatic dynamic
     for b, t in _sweep():
         x = tp.tensor(rng.standard_normal((b, t, 8)).astype(np.float32))
-        np.testing.assert_allclose(fast(x, w, g).numpy(), _block(x, w, g).numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(fast(x, w, g).detach().numpy(), _block(x, w, g).detach().numpy(), rtol=1e-4, atol=1e-5)
     assert fast.compile_count == 2
     info = fast.cache_info()
     assert info["entries"] == 2 and info["graph_entries"] == 2
@@ -91,7 +91,7 @@ def test_gpt_blocks_as_one_nested_region_with_symbolic_sizes():
         fast = tp.compile(model, backend="iree-cpu", dynamic=True)
         for b, t in [(2, 5), (1, 9), (3, 16)]:
             idx = tp.randint(0, 61, (b, t))
-            np.testing.assert_allclose(fast(idx)[0].numpy(), model(idx)[0].numpy(), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(fast(idx)[0].detach().numpy(), model(idx)[0].detach().numpy(), rtol=1e-4, atol=1e-5)
         cf = fast.compiled_function
         assert cf.compile_count == 1 and cf.cache_info()["regions"] == 1
         (graph,) = cf.graphs

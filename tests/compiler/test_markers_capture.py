@@ -47,7 +47,7 @@ def test_allow_in_graph_traces_the_body_into_one_graph(backend):
         return scale(x - 1).sum()
 
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), f(x3()).numpy())
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), f(x3()).detach().numpy())
     assert len(backend.graphs) == 1 and "tp.mul" in backend.ops[0]
 
 
@@ -86,7 +86,7 @@ def test_disallow_in_graph_splits_the_graph_and_runs_the_function_every_call(bac
 
     cf = tpc.compile(f, backend=backend)
     for _ in range(3):
-        np.testing.assert_allclose(cf(x3()).numpy(), [5.0, -4.0, 11.0])
+        np.testing.assert_allclose(cf(x3()).detach().numpy(), [5.0, -4.0, 11.0])
     assert calls == [False] * 3  # eager between graphs, on every call
     assert len(backend.graphs) == 2  # before and after the call, each compiled once
     report = tpc.explain(f, x3())
@@ -129,7 +129,7 @@ def test_disallow_in_graph_on_a_tensorplay_function_and_a_bound_method(backend):
         return other.shift(other(x)) + watched.shift(x) + watched(x)
 
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), f(x3()).numpy())
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), f(x3()).detach().numpy())
     report = tpc.explain(f, x3())
     assert report.graph_break_count == 2  # only the calls on `watched`
     assert all("Scaler" in b.reason for b in report.break_reasons)
@@ -151,7 +151,7 @@ def test_disable_runs_eagerly_on_every_call_and_reports_the_reason(backend, capl
     cf = tpc.compile(f, backend=backend)
     with caplog.at_level(logging.INFO, logger="tensorplay.compiler.breaks"):
         for _ in range(3):
-            np.testing.assert_allclose(cf(x3()).numpy(), [5.0, -4.0, 11.0])
+            np.testing.assert_allclose(cf(x3()).detach().numpy(), [5.0, -4.0, 11.0])
     assert calls == [False, False, False]
     assert len(backend.graphs) == 2
     assert any("marked with tensorplay.compiler.disable: writes a log line" in r.getMessage()
@@ -174,15 +174,15 @@ def test_disable_recursive_runs_nested_compiled_functions_eagerly(backend):
     def shallow(y):
         return inner(y)
 
-    np.testing.assert_allclose(deep(x3()).numpy(), [3.0, -3.0, 7.0])
+    np.testing.assert_allclose(deep(x3()).detach().numpy(), [3.0, -3.0, 7.0])
     assert inner_backend.graphs == []  # recursive: nothing under deep compiles
-    np.testing.assert_allclose(shallow(x3()).numpy(), [3.0, -3.0, 7.0])
+    np.testing.assert_allclose(shallow(x3()).detach().numpy(), [3.0, -3.0, 7.0])
     assert len(inner_backend.graphs) == 1  # non-recursive: the compiled callee still compiles
 
     def f(x):
         return deep(x) + shallow(x)
 
-    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).numpy(), [6.0, -6.0, 14.0])
+    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).detach().numpy(), [6.0, -6.0, 14.0])
     assert len(inner_backend.graphs) == 1  # reused by shallow's call, skipped by deep's
 
 
@@ -196,13 +196,13 @@ def test_disable_on_a_compiled_function_and_a_compiled_module(backend):
     cf = tpc.compile(f, backend=backend)
     plain = tpc.disable(cf)
     assert plain.__wrapped__ is f
-    np.testing.assert_allclose(plain(x3()).numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_allclose(plain(x3()).detach().numpy(), [2.0, -4.0, 6.0])
     assert backend.graphs == [] and calls == [False]
 
     lin = tp.nn.Linear(3, 2)
     compiled = tpc.compile(lin, backend=backend)
     assert tpc.disable(compiled, recursive=False) is compiled  # in place, keeps state_dict
-    np.testing.assert_allclose(compiled(tp.ones(1, 3)).numpy(), lin(tp.ones(1, 3)).numpy())
+    np.testing.assert_allclose(compiled(tp.ones(1, 3)).detach().numpy(), lin(tp.ones(1, 3)).detach().numpy())
     assert backend.graphs == [] and list(compiled.state_dict()) == ["weight", "bias"]
     assert markers.marker_of(lin.forward) is None  # the original module is untouched
 
@@ -219,8 +219,8 @@ def test_disable_capture_block_runs_eagerly_between_graphs(backend):
         return y + 1
 
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), [3.0, -3.0, 7.0])
-    np.testing.assert_allclose(cf(x3()).numpy(), [3.0, -3.0, 7.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [3.0, -3.0, 7.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [3.0, -3.0, 7.0])
     assert seen == [(False, 4.0), (False, 4.0)]
     assert len(backend.graphs) == 2
     report = tpc.explain(f, x3())
@@ -234,7 +234,7 @@ def test_disable_capture_block_runs_eagerly_between_graphs(backend):
 def test_disable_capture_makes_compiled_callables_run_eagerly(backend):
     cf = tpc.compile(lambda x: x + 1, backend=backend)
     with tpc.disable_capture():
-        np.testing.assert_allclose(cf(x3()).numpy(), [2.0, -1.0, 4.0])
+        np.testing.assert_allclose(cf(x3()).detach().numpy(), [2.0, -1.0, 4.0])
     assert backend.graphs == []
     cf(x3())
     assert len(backend.graphs) == 1
@@ -253,7 +253,7 @@ def test_unused_is_a_graph_break_and_an_error_under_fullgraph(backend):
             return self.check(x * 2) + 1
 
     m = M()
-    np.testing.assert_allclose(tpc.compile(m, backend=backend)(x3()).numpy(), [3.0, -3.0, 7.0])
+    np.testing.assert_allclose(tpc.compile(m, backend=backend)(x3()).detach().numpy(), [3.0, -3.0, 7.0])
     assert len(backend.graphs) == 2
     with pytest.raises(tpc.GraphCaptureError, match=r"M\.check, marked with tensorplay\.compiler\.unused") \
             as info:
@@ -285,7 +285,7 @@ def test_nonstrict_trace_takes_pytrees_and_captures_one_graph(backend):
     cf = tpc.compile(f, backend=backend)
     w = tp.tensor([2.0, 2.0, 2.0])
     for _ in range(2):
-        np.testing.assert_allclose(cf(x3(), w).numpy(), f(x3(), w).numpy())
+        np.testing.assert_allclose(cf(x3(), w).detach().numpy(), f(x3(), w).detach().numpy())
     assert len(backend.graphs) == 1 and len(calls) == 2 + 1  # 2 eager calls + 1 capture
 
 
@@ -326,11 +326,11 @@ def test_nonstrict_trace_guards_constants_in_mutable_containers(backend):
         return scaled(x, cfg)
 
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), [2.0, -4.0, 6.0])
-    np.testing.assert_allclose(cf(x3()).numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [2.0, -4.0, 6.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [2.0, -4.0, 6.0])
     assert len(backend.graphs) == 1
     cfg["k"] = 10.0  # a mutation the graph baked in: the guard fails, capture runs again
-    np.testing.assert_allclose(cf(x3()).numpy(), [10.0, -20.0, 30.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [10.0, -20.0, 30.0])
     assert len(backend.graphs) == 2
 
 
@@ -341,7 +341,7 @@ def test_substitute_in_graph_traces_the_substitute_and_keeps_eager_on_the_origin
 
     def clamp_np(x, lo=0.0):
         calls_append("original")
-        return tp.tensor(np.maximum(x.numpy(), lo))  # needs values: a graph break
+        return tp.tensor(np.maximum(x.detach().numpy(), lo))  # needs values: a graph break
 
     @tpc.substitute_in_graph(clamp_np)
     def clamp(x, lo=0.0):
@@ -352,10 +352,10 @@ def test_substitute_in_graph_traces_the_substitute_and_keeps_eager_on_the_origin
         return clamp(x * 2) + 1
 
     cf = tpc.compile(f, backend=backend, fullgraph=True)
-    np.testing.assert_allclose(cf(x3()).numpy(), [3.0, 1.0, 7.0])
-    np.testing.assert_allclose(cf(x3()).numpy(), [3.0, 1.0, 7.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [3.0, 1.0, 7.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [3.0, 1.0, 7.0])
     assert calls == ["substitute"]  # traced once, replayed without Python
-    np.testing.assert_allclose(f(x3()).numpy(), [3.0, 1.0, 7.0])
+    np.testing.assert_allclose(f(x3()).detach().numpy(), [3.0, 1.0, 7.0])
     assert calls == ["substitute", "original"]
     assert len(backend.graphs) == 1
 
@@ -375,8 +375,8 @@ def test_substitute_in_graph_constant_folds_through_constant_arguments(backend):
         return x * table_size_in_graph(x.shape[0], 2)
 
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), [6.0, -12.0, 18.0])
-    np.testing.assert_allclose(cf(x3()).numpy(), [6.0, -12.0, 18.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [6.0, -12.0, 18.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [6.0, -12.0, 18.0])
     assert calls == [(3, 2)]  # folded once at capture time, baked into the graph
     (graph,) = backend.graphs
     assert [n.op for n in graph.nodes] == ["tp.constant", "tp.mul"]
@@ -391,7 +391,7 @@ def test_substitute_in_graph_does_not_fold_captured_tensors(backend):
     def double(x):
         return x * 2
 
-    np.testing.assert_allclose(tpc.compile(lambda x: double(x), backend=backend)(x3()).numpy(),
+    np.testing.assert_allclose(tpc.compile(lambda x: double(x), backend=backend)(x3()).detach().numpy(),
                                [2.0, -4.0, 6.0])
 
 
@@ -430,7 +430,7 @@ def test_assume_constant_result_keys_by_arguments_and_rejects_captured_tensors(b
     def f(x):
         return x * factor("a") + factor("b") + factor("a")
 
-    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).numpy(), [9.0, 3.0, 13.0])
+    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).detach().numpy(), [9.0, 3.0, 13.0])
     assert calls == ["a", "b"]
 
     @tpc.assume_constant_result
@@ -485,8 +485,8 @@ def test_disallowed_call_that_raises_resumes_capture_and_restores_profiling(back
 
     before = sys.getprofile()
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x3()).numpy(), [5.0, -1.0, 9.0])
-    np.testing.assert_allclose(cf(x3()).numpy(), [5.0, -1.0, 9.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [5.0, -1.0, 9.0])
+    np.testing.assert_allclose(cf(x3()).detach().numpy(), [5.0, -1.0, 9.0])
     assert sys.getprofile() is before
     assert tpc.explain(f, x3()).graph_break_count == 2
     with pytest.raises(tpc.GraphCaptureError):
@@ -513,7 +513,7 @@ def test_disallow_in_graph_on_a_builtin(backend):
         y = x * 2
         return y + math.fsum([0.5, 0.25])
 
-    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).numpy(), [2.75, -3.25, 6.75])
+    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).detach().numpy(), [2.75, -3.25, 6.75])
     report = tpc.explain(f, x3())
     assert report.graph_break_count == 1
     assert report.break_reasons[0].reason.startswith("call to math.fsum, marked with "
@@ -532,7 +532,7 @@ def test_disallow_in_graph_watches_one_closure_of_a_factory(backend):
     def f(x):
         return two(x) + three(x)
 
-    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).numpy(), [5.0, -10.0, 15.0])
+    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x3()).detach().numpy(), [5.0, -10.0, 15.0])
     report = tpc.explain(f, x3())
     assert report.graph_break_count == 1 and "make.<locals>.scale" in report.break_reasons[0].reason
 
@@ -554,7 +554,7 @@ def test_a_disallowed_builtin_called_by_the_backend_does_not_reenter_the_capture
         return y + float(y.sum())  # a break: the first segment compiles (and is cached) here
 
     outcome = []
-    worker = threading.Thread(target=lambda: outcome.append(f(tp.ones(3)).numpy()), daemon=True)
+    worker = threading.Thread(target=lambda: outcome.append(f(tp.ones(3)).detach().numpy()), daemon=True)
     worker.start()
     worker.join(timeout=300)
     assert not worker.is_alive(), "the compile inside the graph break deadlocked"

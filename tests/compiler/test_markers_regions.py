@@ -41,11 +41,11 @@ def test_repeated_region_is_traced_once_and_called_from_every_site(backend):
     rng = np.random.default_rng(0)
     x = tp.tensor(rng.standard_normal((2, 4)).astype(np.float32))
     ws = [tp.tensor(rng.standard_normal((4, 4)).astype(np.float32)) for _ in range(4)]
-    expected = f(x, ws).numpy()
+    expected = f(x, ws).detach().numpy()
     traced.clear()
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(x, ws).numpy(), expected, rtol=1e-5)
-    np.testing.assert_allclose(cf(x, ws).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(cf(x, ws).detach().numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(cf(x, ws).detach().numpy(), expected, rtol=1e-5)
     assert traced == [True]  # one trace for four sites, then replay without Python
     (graph,) = backend.graphs
     sites = calls_in(graph)
@@ -63,7 +63,7 @@ def test_distinct_signatures_get_distinct_callees(backend):
 
     a, b = tp.ones(3), tp.ones(2, 2)
     cf = tpc.compile(f, backend=backend)
-    np.testing.assert_allclose(cf(a, b).numpy(), f(a, b).numpy())
+    np.testing.assert_allclose(cf(a, b).detach().numpy(), f(a, b).detach().numpy())
     sites = calls_in(backend.graphs[0])
     assert len(sites) == 4
     assert len({id(n.callee) for n in sites}) == 3  # (3,) x 2.0 shared by the 1st and 4th call
@@ -79,7 +79,7 @@ def test_past_max_reuse_entries_the_body_is_inlined(backend, caplog):
 
     a, b = tp.ones(3), tp.ones(4)
     with caplog.at_level(logging.WARNING, logger="tensorplay.compiler.perf"):
-        np.testing.assert_allclose(tpc.compile(f, backend=backend)(a, b).numpy(), f(a, b).numpy(),
+        np.testing.assert_allclose(tpc.compile(f, backend=backend)(a, b).detach().numpy(), f(a, b).detach().numpy(),
                                    rtol=1e-6)
     graph = backend.graphs[0]
     sites = calls_in(graph)
@@ -139,9 +139,9 @@ class Layer(tp.nn.Module):
 def test_module_method_region_shares_one_callee_across_layers_with_their_own_weights(backend):
     stack = tp.nn.Sequential(*[Layer(8) for _ in range(3)], Layer(8, eps=1e-3))
     x = tp.randn(2, 8)
-    expected = stack(x).numpy()
+    expected = stack(x).detach().numpy()
     compiled = tpc.compile(stack, backend=backend)
-    np.testing.assert_allclose(compiled(x).numpy(), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled(x).detach().numpy(), expected, rtol=1e-5, atol=1e-6)
     sites = calls_in(backend.graphs[0])
     assert len(sites) == 4
     # equal structure shares a callee; a different plain attribute (eps) does not
@@ -149,7 +149,7 @@ def test_module_method_region_shares_one_callee_across_layers_with_their_own_wei
 
     with tp.no_grad():
         stack[1].lin.weight.mul_(0.5)  # weights are callee inputs per site: no recompile
-    np.testing.assert_allclose(compiled(x).numpy(), stack(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled(x).detach().numpy(), stack(x).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert len(backend.graphs) == 1
 
 
@@ -166,7 +166,7 @@ def test_region_options_compile_the_callee_with_its_own_backend(backend):
         return block(block(x + 1)) - 1
 
     x = tp.tensor([0.1, 0.2])
-    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x).numpy(), f(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(tpc.compile(f, backend=backend)(x).detach().numpy(), f(x).detach().numpy(), rtol=1e-6)
     assert len(region_backend.graphs) == 1
     assert [n.op for n in region_backend.graphs[0].nodes] == ["tp.sin", "tp.mul"]
     assert all("tp.sin" not in [n.op for n in g.nodes] for g in backend.graphs)
@@ -192,7 +192,7 @@ def test_region_with_an_unkeyable_argument_is_inlined(backend):
     def block(x, obj):
         return x * obj.k
 
-    np.testing.assert_allclose(tpc.compile(lambda x: block(x, Opaque()), backend=backend)(tp.ones(2)).numpy(),
+    np.testing.assert_allclose(tpc.compile(lambda x: block(x, Opaque()), backend=backend)(tp.ones(2)).detach().numpy(),
                                [2.0, 2.0])
     assert calls_in(backend.graphs[0]) == []
 
@@ -205,12 +205,12 @@ def test_gpt_blocks_as_regions_match_eager_on_iree_cpu():
     model.eval()
     block_cls = type(model.transformer.h[0])
     idx = tp.tensor(np.random.default_rng(0).integers(0, 11, (2, 8)))
-    expected = model(idx)[0].numpy()
+    expected = model(idx)[0].detach().numpy()
     original = block_cls.forward
     block_cls.forward = tpc.nested_compile_region(original)
     try:
         compiled = tpc.compile(model, backend="iree-cpu", fullgraph=True)
-        np.testing.assert_allclose(compiled(idx)[0].numpy(), expected, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(compiled(idx)[0].detach().numpy(), expected, rtol=1e-4, atol=1e-5)
         graph = compiled.compiled_function.graphs[0]
         sites = calls_in(graph)
         assert len(sites) == 3 and len({id(n.callee) for n in sites}) == 1

@@ -71,7 +71,7 @@ def gpt(tmp_path_factory):
     path = program.save(tmp_path_factory.mktemp("gpt") / "gpt.vmfb")
     logits, loss = model(tokens)
     assert loss is None
-    return model, tokens, program, path, logits.numpy(), model.encode(tokens).numpy()
+    return model, tokens, program, path, logits.detach().numpy(), model.encode(tokens).detach().numpy()
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +82,7 @@ def cnn(tmp_path_factory):
     images = tp.randn(2, 1, 12, 12)
     program = tp.export(model, (images,))
     path = program.save(tmp_path_factory.mktemp("cnn") / "cnn.vmfb")
-    return model, images, program, path, model(images).numpy()
+    return model, images, program, path, model(images).detach().numpy()
 
 
 @pytest.fixture(scope="session")

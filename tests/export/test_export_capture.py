@@ -42,7 +42,7 @@ class Scorer(nn.Module):
 
     @unused
     def debug(self, x):
-        print(x.numpy())
+        print(x.detach().numpy())
 
 
 @pytest.fixture(scope="module")
@@ -70,12 +70,12 @@ def test_overloads_become_entry_points_named_by_declaration(scorer):
                     "score$0": "score$0(x: float32[2, 4]) -> float32[2]",
                     "score$1": "score$1(x: float32[2, 4], y: float32[2, 4]) -> {'s': float32[2], 'd': float32[2, 3]}"}
     loaded = program.load()
-    np.testing.assert_allclose(loaded.score(x), model.score(x).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loaded.score(x), model.score(x).detach().numpy(), rtol=1e-6, atol=1e-6)
     both = loaded.score(x, y)                     # the overload whose signature fits
     expected = model.score(x, y)
     assert set(both) == {"s", "d"}
-    np.testing.assert_allclose(both["d"], expected["d"].numpy(), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(loaded["score$1"](x, y=y)["s"], expected["s"].numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(both["d"], expected["d"].detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(loaded["score$1"](x, y=y)["s"], expected["s"].detach().numpy(), rtol=1e-6, atol=1e-6)
     with pytest.raises(TypeError, match=r"no overload of score accepts these arguments; the overloads are:\n"
                                         r"  score\$0\(x: float32\[2, 4\]\) -> float32\[2\]\n  score\$1"):
         loaded.score(x, y, y)
@@ -130,7 +130,7 @@ def test_a_function_exports_as_forward_with_its_closure_tensors_as_weights():
     assert program.entry_points == ["forward"] and program.name == "affine"
     assert list(program.weights) == ["tensor_0"]
     out = program.load(device="local-sync")(np.full((4, 8), 2, np.float32))
-    np.testing.assert_array_equal(out, 2 * scale.numpy() + 1)
+    np.testing.assert_array_equal(out, 2 * scale.detach().numpy() + 1)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

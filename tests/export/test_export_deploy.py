@@ -56,8 +56,8 @@ def test_exported_models_run_in_a_process_without_the_compiler(gpt, cnn, cnn_ext
     _, tokens, _, gpt_path, logits, hidden = gpt
     cnn_model, images, _, cnn_path, probs = cnn
     irpa_model, irpa_images, _, irpa_path, _ = cnn_external
-    np.testing.assert_array_equal(images.numpy(), irpa_images.numpy())
-    np.savez(tmp_path / "inputs.npz", tokens=tokens.numpy(), images=images.numpy())
+    np.testing.assert_array_equal(images.detach().numpy(), irpa_images.detach().numpy())
+    np.savez(tmp_path / "inputs.npz", tokens=tokens.detach().numpy(), images=images.detach().numpy())
     case = {"inputs": str(tmp_path / "inputs.npz"), "outputs": str(tmp_path / "outputs.npz"),
             "gpt": str(gpt_path), "cnn": str(cnn_path), "cnn_irpa": str(irpa_path)}
     proc = subprocess.run([sys.executable, "-c", DEPLOY, json.dumps(case)], capture_output=True, text=True,
@@ -71,7 +71,7 @@ def test_exported_models_run_in_a_process_without_the_compiler(gpt, cnn, cnn_ext
     np.testing.assert_allclose(out["logits"], logits, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out["hidden"], hidden, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out["probs"], probs, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(out["probs_irpa"], irpa_model(irpa_images).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["probs_irpa"], irpa_model(irpa_images).detach().numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_runtime_package_imports_only_the_iree_runtime_and_numpy():
@@ -98,8 +98,8 @@ def test_same_vmfb_runs_under_iree_run_module(gpt, cnn, tmp_path, iree_tool):
     run = iree_tool("iree-run-module")
     _, tokens, _, gpt_path, logits, hidden = gpt
     _, images, _, cnn_path, probs = cnn
-    np.save(tmp_path / "tokens.npy", tokens.numpy())
-    np.save(tmp_path / "images.npy", images.numpy())
+    np.save(tmp_path / "tokens.npy", tokens.detach().numpy())
+    np.save(tmp_path / "images.npy", images.detach().numpy())
     cases = [(gpt_path, "forward", "tokens.npy", logits), (gpt_path, "encode", "tokens.npy", hidden),
              (cnn_path, "forward", "images.npy", probs)]
     for path, function, inputs, expected in cases:
@@ -132,7 +132,7 @@ def test_loaded_entry_points_check_arguments_before_running(cnn):
     assert repr(module) == "<ExportedModule cnn on local-sync: forward>"
     assert str(module.signatures["forward"]) == "forward(x: float32[2, 1, 12, 12]) -> float32[2, 10]"
     np.testing.assert_allclose(module.forward(images), probs, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(module(x=images.numpy()), probs, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(module(x=images.detach().numpy()), probs, rtol=1e-5, atol=1e-5)
     signature = r"forward\(x: float32\[2, 1, 12, 12\]\) -> float32\[2, 10\]"
     with pytest.raises(TypeError, match=signature + r" takes 1 tensor argument\(s\) but 2 were given"):
         module.forward(images, images)

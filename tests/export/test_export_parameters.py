@@ -32,7 +32,7 @@ def test_external_weights_live_in_the_archive_not_the_vmfb(cnn, cnn_external):
 def test_replacing_a_weight_in_the_archive_changes_results_without_recompiling(cnn_external, tmp_path):
     model, images, program, path, archive = cnn_external
     before = tp.runtime.load(path).forward(images)
-    np.testing.assert_allclose(before, model(images).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(before, model(images).detach().numpy(), rtol=1e-5, atol=1e-5)
     compiles = cache.cache_stats()["compiles"]
     vmfb = path.read_bytes()
 
@@ -45,7 +45,7 @@ def test_replacing_a_weight_in_the_archive_changes_results_without_recompiling(c
     with tp.no_grad():
         model.fc2.bias.add_(tp.arange(0, 10, dtype=tp.float32))
     try:
-        np.testing.assert_allclose(after, model(images).numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(after, model(images).detach().numpy(), rtol=1e-5, atol=1e-5)
     finally:
         with tp.no_grad():
             model.fc2.bias.sub_(tp.arange(0, 10, dtype=tp.float32))
@@ -55,7 +55,7 @@ def test_replacing_a_weight_in_the_archive_changes_results_without_recompiling(c
 
 def test_save_parameters_writes_a_new_state_for_the_same_vmfb(cnn_external, tmp_path):
     model, images, program, path, _ = cnn_external
-    state = {k: v.numpy() * 0.5 for k, v in model.state_dict().items()}
+    state = {k: v.detach().numpy() * 0.5 for k, v in model.state_dict().items()}
     program.save_parameters(tmp_path / "half.irpa", state)
     halved = tp.runtime.load(path, parameters=tmp_path / "half.irpa").forward(images)
     in_memory = tp.runtime.load(path, parameters=state).forward(images)   # {key: array} works too
@@ -87,10 +87,10 @@ def test_a_missing_or_incomplete_archive_is_a_clear_error(cnn_external, tmp_path
 
 def test_iree_run_module_reads_the_archive(cnn_external, tmp_path, iree_tool):
     model, images, _, path, archive = cnn_external
-    np.save(tmp_path / "images.npy", images.numpy())
+    np.save(tmp_path / "images.npy", images.detach().numpy())
     out = tmp_path / "out.npy"
     proc = subprocess.run([iree_tool("iree-run-module"), f"--module={path}", f"--parameters=model={archive}",
                            "--function=forward", f"--input=@{tmp_path / 'images.npy'}", f"--output=@{out}"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    np.testing.assert_allclose(np.load(out), model(images).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.load(out), model(images).detach().numpy(), rtol=1e-5, atol=1e-5)

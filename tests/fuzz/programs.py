@@ -1146,7 +1146,7 @@ class Failure:
                  "def check(got, want):",
                  "    for g, w, (rtol, atol) in zip(got, want, TOLERANCES):",
                  "        assert (str(g.dtype), tuple(g.shape)) == (str(w.dtype), tuple(w.shape))",
-                 "        np.testing.assert_allclose(g.double().numpy(), w.double().numpy(), rtol=rtol, "
+                 "        np.testing.assert_allclose(g.double().detach().numpy(), w.double().detach().numpy(), rtol=rtol, "
                  "atol=atol, equal_nan=True)",
                  "", "", "want = f(*make_args())"]
         if self.variant == "eager":

@@ -198,7 +198,7 @@ def _outcome(fn, x):
         y = fn(x)
     except Exception as exc:  # noqa: BLE001 - compared by type
         return ("raises", type(exc).__name__)
-    return ("value", str(y.dtype), tuple(y.shape), np.asarray(y.numpy()).tolist())
+    return ("value", str(y.dtype), tuple(y.shape), np.asarray(y.detach().numpy()).tolist())
 
 
 def run_one(scenario: Scenario, backend: str = "eager") -> str | None:

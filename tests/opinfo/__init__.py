@@ -113,14 +113,14 @@ def to_lib(lib: Any, value: Any) -> Any:
 def to_numpy(value: Any) -> Any:
     """Results of either library as numpy (float32 for bfloat16), recursively."""
     if isinstance(value, tp.Tensor):
-        a = value.numpy()
+        a = value.detach().numpy()
         return a.astype(np.float32) if a.dtype == ml_dtypes.bfloat16 else a
     if type(value).__module__.startswith("torch"):
         if hasattr(value, "detach"):
             v = value.detach()
             if str(v.dtype) == "torch.bfloat16":
                 v = v.float()
-            return v.numpy()
+            return v.detach().numpy()
     if isinstance(value, (list, tuple)):
         return type(value)(to_numpy(v) for v in value) if not hasattr(value, "_fields") else \
             tuple(to_numpy(v) for v in value)

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import AttributeError_, DTypeError, ShapeError
+from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape
 from .._lazy import lazy
@@ -39,6 +40,19 @@ def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
     shape = x.shape[:2] + tuple(out) + tuple(kernel)
     strides = (s[0], s[1], s[2] * stride[0], s[3] * stride[1], s[2] * dilation[0], s[3] * dilation[1])
     return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+
+
+def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
+    """A max pool's gradient added back at the input elements its ``indices`` (flat per
+    channel, as ``max_pool2d_with_indices`` gives) name."""
+    (n, c, h, w), _ = ctx.input_meta[0]
+    batch = ctx.apply_op("tp.arange", start=0.0, end=float(n), step=1.0, dtype=dt.int64).reshape(n, 1, 1, 1)
+    channel = ctx.apply_op("tp.arange", start=0.0, end=float(c), step=1.0, dtype=dt.int64).reshape(1, c, 1, 1)
+    shape = tuple(indices.shape)
+    zero = ctx.zeros((n, c, h * w), g.dtype, g)
+    out = ctx.apply_op("tp.index_put", zero, g, batch.expand(shape), channel.expand(shape), indices,
+                       dims=(0, 1, 2), accumulate=True)
+    return out.reshape(n, c, h, w)
 
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
@@ -80,6 +94,45 @@ class Conv2d(_Spatial):
     """
 
     name = "tp.conv2d"
+
+    def vjp(self, ctx, grads):
+        g, x, w = grads[0], ctx.input(0), ctx.input(1)
+        (sh, sw), (pt, pl, pb, pr) = ctx.attrs["stride"], ctx.attrs["padding"]
+        (dh, dw), groups = ctx.attrs["dilation"], ctx.attrs["groups"]
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        oh, ow = g.shape[2], g.shape[3]
+        gx = gw = gb = None
+        if ctx.needs(0):
+            # the transposed convolution: the gradient spread out by the stride, correlated with the
+            # flipped kernel (input and output channels swapped per group), fitted to the input
+            gd = g
+            if (sh, sw) != (1, 1):
+                gd = ctx.zeros((n, o, (oh - 1) * sh + 1, (ow - 1) * sw + 1), g.dtype, g)
+                gd = ctx.apply_op("tp.slice_update", gd, g, starts=(0, 0, 0, 0), ends=tuple(gd.shape),
+                                  steps=(1, 1, sh, sw))
+            wt = w.reshape(groups, o // groups, cg, kh, kw).permute(0, 2, 1, 3, 4)
+            wt = wt.reshape(groups * cg, o // groups, kh, kw).flip((2, 3))
+            eh, ew = dh * (kh - 1), dw * (kw - 1)
+            full = ctx.apply_op("tp.conv2d", gd, wt, None, stride=(1, 1), padding=(eh, ew, eh, ew),
+                                dilation=(dh, dw), groups=groups)
+            extra_h = h + pt + pb - full.shape[2]
+            extra_w = wd + pl + pr - full.shape[3]
+            gx = ctx.apply_op("tp.pad", full, low=(0, 0, -pt, -pl), high=(0, 0, extra_h - pb, extra_w - pr))
+        if ctx.needs(1):
+            # per group: the padded input's channels as the batch, the gradient's as the kernel
+            xp = ctx.apply_op("tp.pad", x, low=(0, 0, pt, pl), high=(0, 0, pb, pr))
+            og, parts = o // groups, []
+            for k in range(groups):
+                xk = xp.narrow(1, k * cg, cg).permute(1, 0, 2, 3)
+                gk = g.narrow(1, k * og, og).permute(1, 0, 2, 3)
+                part = ctx.apply_op("tp.conv2d", xk, gk, None, stride=(dh, dw), padding=(0, 0, 0, 0),
+                                    dilation=(sh, sw), groups=1)
+                parts.append(part.narrow(2, 0, kh).narrow(3, 0, kw).permute(1, 0, 2, 3))
+            gw = parts[0] if groups == 1 else ctx.apply_op("tp.concat", *parts, dim=0)
+        if ctx.needs(2):
+            gb = g.sum(dim=(0, 2, 3))
+        return gx, gw, gb
     operands = (Operand("input"), Operand("weight"), Operand("bias", optional=True))
     attributes = (
         Attr("stride", AttrKind.INTS, (1, 1), doc="(sH, sW)"),
@@ -251,6 +304,10 @@ class MaxPool2d(_MaxPoolBase):
 
     name = "tp.max_pool2d"
 
+    def vjp(self, ctx, grads):  # to the element each window's maximum came from (the first of ties)
+        _, indices = ctx.apply_op("tp.max_pool2d_with_indices", ctx.input(0), **ctx.attrs)
+        return (_scatter_to_indices(ctx, grads[0], indices),)
+
     def infer(self, types, attrs):
         self.check_dtype(types[0])
         return (TensorType(self.infer_shape(types, attrs), types[0].dtype),)
@@ -264,6 +321,9 @@ class MaxPool2dWithIndices(_MaxPoolBase):
     """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum."""
 
     name = "tp.max_pool2d_with_indices"
+
+    def vjp(self, ctx, grads):
+        return (_scatter_to_indices(ctx, grads[0], ctx.output(1)),)
     results = ("result", "indices")
 
     def infer(self, types, attrs):
@@ -301,6 +361,24 @@ class AvgPool2d(_Pool2d):
     """
 
     name = "tp.avg_pool2d"
+
+    def vjp(self, ctx, grads):
+        # each window's gradient over its divisor, added back at every kernel offset
+        g = grads[0]
+        (n, c, h, w), _ = ctx.input_meta[0]
+        (kh, kw), (sh, sw), (ph, pw) = ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"]
+        oh, ow = g.shape[2], g.shape[3]
+        div = self.divisors((h, w), (oh, ow), ctx.attrs).astype(np.float64)
+        share = g / ctx.apply_op("tp.constant", value=div).to(g.dtype)
+        hp = max(h + 2 * ph, (oh - 1) * sh + kh)
+        wp = max(w + 2 * pw, (ow - 1) * sw + kw)
+        acc = ctx.zeros((n, c, hp, wp), g.dtype, g)
+        for a in range(kh):
+            for b in range(kw):
+                box = dict(starts=(0, 0, a, b), ends=(n, c, a + (oh - 1) * sh + 1, b + (ow - 1) * sw + 1),
+                           steps=(1, 1, sh, sw))
+                acc = ctx.apply_op("tp.slice_update", acc, ctx.apply_op("tp.slice", acc, **box) + share, **box)
+        return (ctx.apply_op("tp.pad", acc, low=(0, 0, -ph, -pw), high=(0, 0, h + ph - hp, w + pw - wp)),)
     attributes = _POOL_ATTRS + (
         Attr("ceil_mode", AttrKind.BOOL, False),
         Attr("count_include_pad", AttrKind.BOOL, True),
@@ -356,6 +434,25 @@ class Pad(Op):
     """
 
     name = "tp.pad"
+
+    def vjp(self, ctx, grads):
+        # each output element is a copy of one input element or the fill value: where each came
+        # from is the pad of the input's element numbers, and the gradient is added back there
+        g = grads[0]
+        shape, _ = ctx.input_meta[0]
+        count = int(np.prod(shape)) if shape else 1
+        if count == 0:
+            return (ctx.zeros(shape, g.dtype, g),)
+        numbers = ctx.apply_op("tp.constant", value=np.arange(count, dtype=np.int64).reshape(shape))
+        attrs = dict(ctx.attrs, value=-1.0)
+        source = ctx.apply_op("tp.pad", numbers, **attrs).reshape(-1)
+        filled = source < 0
+        flat = G.where(ctx, filled, 0.0, g.reshape(-1))
+        source = ctx.apply_op("tp.where", filled, ctx.apply_op("tp.full", shape=(), value=0.0, dtype=source.dtype),
+                              source)
+        zero = ctx.zeros((count,), g.dtype, g)
+        out = ctx.apply_op("tp.index_put", zero, flat, source, dims=(0,), accumulate=True)
+        return (out.reshape(shape),)
     family = "conv"
     operands = (Operand("input"),)
     attributes = (

@@ -25,6 +25,7 @@ class Constant(Creation):
     """A tensor whose value is held in the ``value`` attribute."""
 
     name = "tp.constant"
+    differentiable = False
     attributes = (Attr("value", AttrKind.DENSE),)
 
     def infer(self, types, attrs):
@@ -49,6 +50,7 @@ class Full(Creation):
     """A tensor of ``shape`` filled with ``value``, converted to ``dtype``."""
 
     name = "tp.full"
+    differentiable = False
     attributes = (Attr("shape", AttrKind.INTS, symbolic=True),
                   Attr("value", AttrKind.FLOAT, symbolic=True, doc="a number, or a symbolic size"),
                   Attr("dtype", AttrKind.DTYPE))
@@ -82,6 +84,7 @@ class Arange(Creation):
     """The values ``start, start + step, ...`` below ``end`` (above it for negative steps)."""
 
     name = "tp.arange"
+    differentiable = False
     attributes = (Attr("start", AttrKind.FLOAT, 0.0, symbolic=True), Attr("end", AttrKind.FLOAT, symbolic=True),
                   Attr("step", AttrKind.FLOAT, 1.0, symbolic=True), Attr("dtype", AttrKind.DTYPE))
 

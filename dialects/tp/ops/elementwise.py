@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, OpError
+from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes
 from ..types import TensorType, type_of_array
@@ -114,10 +115,12 @@ class UnaryFloat(Unary):
 class Comparison(Elementwise):
     operands = _binary()
     result_kind = "bool"
+    differentiable = False
 
 
 class Logical(Elementwise):
     result_kind = "bool"
+    differentiable = False
 
 
 # --- binary arithmetic -------------------------------------------------------------------
@@ -128,6 +131,9 @@ class Add(BinaryArith):
 
     name = "tp.add"
 
+    def vjp(self, ctx, grads):
+        return grads[0], grads[0]
+
     def compute(self, a, b):
         return np.logical_or(a, b) if a.dtype == np.bool_ else np.add(a, b)
 
@@ -137,6 +143,9 @@ class Sub(BinaryArith):
     """Elementwise difference ``lhs - rhs``."""
 
     name = "tp.sub"
+
+    def vjp(self, ctx, grads):
+        return grads[0], -grads[0] if ctx.needs(1) else None
     allow_bool = False
 
     def check_dtype(self, promoted):
@@ -154,6 +163,10 @@ class Mul(BinaryArith):
 
     name = "tp.mul"
 
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        return (g * ctx.input(1) if ctx.needs(0) else None, g * ctx.input(0) if ctx.needs(1) else None)
+
     def compute(self, a, b):
         return np.logical_and(a, b) if a.dtype == np.bool_ else np.multiply(a, b)
 
@@ -163,6 +176,10 @@ class Div(BinaryArith):
     """True division ``lhs / rhs``; integer operands divide in the default float dtype."""
 
     name = "tp.div"
+
+    def vjp(self, ctx, grads):
+        g, b = grads[0], ctx.input(1)
+        return (g / b if ctx.needs(0) else None, -g * ctx.output() / b if ctx.needs(1) else None)
     result_kind = "float"
 
     def compute(self, a, b):
@@ -179,6 +196,10 @@ class FloorDiv(BinaryArith):
     """Division rounded toward negative infinity (``lhs // rhs``)."""
 
     name = "tp.floor_div"
+
+    def vjp(self, ctx, grads):  # piecewise constant: zero almost everywhere, as PyTorch's div(rounding_mode=)
+        zero = G.zeros_like(ctx, grads[0])
+        return zero, zero
     allow_bool = False
 
     def compute(self, a, b):
@@ -191,6 +212,10 @@ class TruncDiv(BinaryArith):
     """Division rounded toward zero (``div(..., rounding_mode='trunc')``)."""
 
     name = "tp.trunc_div"
+
+    def vjp(self, ctx, grads):  # piecewise constant: zero almost everywhere, as PyTorch's div(rounding_mode=)
+        zero = G.zeros_like(ctx, grads[0])
+        return zero, zero
     allow_bool = False
 
     def compute(self, a, b):
@@ -206,6 +231,12 @@ class Remainder(BinaryArith):
     """Python-style remainder ``lhs % rhs``: the result has the sign of ``rhs``."""
 
     name = "tp.remainder"
+
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        if not ctx.needs(1):
+            return g, None
+        return g, -g * (ctx.input(0) / ctx.input(1)).floor()
     allow_bool = False
 
     def compute(self, a, b):
@@ -218,6 +249,15 @@ class Pow(BinaryArith):
     """Elementwise power ``lhs ** rhs``."""
 
     name = "tp.pow"
+
+    def vjp(self, ctx, grads):
+        g, a, b = grads[0], ctx.input(0), ctx.input(1)
+        ga = gb = None
+        if ctx.needs(0):  # b * a ** (b - 1), 0 where b == 0 (as PyTorch)
+            ga = G.where(ctx, b == 0, 0.0, g * b * a ** (b - 1))
+        if ctx.needs(1):  # a ** b * log(a), 0 where a == 0 and b >= 0
+            gb = G.where(ctx, (a == 0) & (b >= 0), 0.0, g * ctx.output() * a.log())
+        return ga, gb
     allow_bool = False
     operands = _binary(lhs="base", rhs="exponent")
 
@@ -237,6 +277,12 @@ class Maximum(BinaryArith):
 
     name = "tp.maximum"
 
+    def vjp(self, ctx, grads):  # ties share the gradient, as PyTorch
+        g, a, b = grads[0], ctx.input(0), ctx.input(1)
+        half = G.mask(a == b, g) * 0.5
+        return (g * (G.mask(a > b, g) + half) if ctx.needs(0) else None,
+                g * (G.mask(a < b, g) + half) if ctx.needs(1) else None)
+
     def compute(self, a, b):
         return np.maximum(a, b)
 
@@ -247,6 +293,12 @@ class Minimum(BinaryArith):
 
     name = "tp.minimum"
 
+    def vjp(self, ctx, grads):
+        g, a, b = grads[0], ctx.input(0), ctx.input(1)
+        half = G.mask(a == b, g) * 0.5
+        return (g * (G.mask(a < b, g) + half) if ctx.needs(0) else None,
+                g * (G.mask(a > b, g) + half) if ctx.needs(1) else None)
+
     def compute(self, a, b):
         return np.minimum(a, b)
 
@@ -256,6 +308,11 @@ class Atan2(BinaryArith):
     """Elementwise arc tangent of ``lhs / rhs`` using the signs of both for the quadrant."""
 
     name = "tp.atan2"
+
+    def vjp(self, ctx, grads):
+        g, a, b = grads[0], ctx.input(0), ctx.input(1)
+        d = g / (a * a + b * b)
+        return (d * b if ctx.needs(0) else None, -d * a if ctx.needs(1) else None)
     result_kind = "float"
 
     def compute(self, a, b):
@@ -264,6 +321,7 @@ class Atan2(BinaryArith):
 
 class Bitwise(BinaryArith):
     allow_float = False
+    differentiable = False
 
 
 @register
@@ -431,6 +489,9 @@ class Neg(Unary):
     """Elementwise negation ``-input``."""
 
     name = "tp.neg"
+
+    def vjp(self, ctx, grads):
+        return (-grads[0],)
     allow_bool = False
 
     def check_dtype(self, promoted):
@@ -447,6 +508,9 @@ class Abs(Unary):
     """Elementwise absolute value."""
 
     name = "tp.abs"
+
+    def vjp(self, ctx, grads):
+        return (grads[0] * ctx.input(0).sign(),)
     allow_bool = False
 
     def compute(self, a):
@@ -459,6 +523,9 @@ class Sign(Unary):
 
     name = "tp.sign"
 
+    def vjp(self, ctx, grads):
+        return (G.zeros_like(ctx, grads[0]),)
+
     def compute(self, a):
         return a.copy() if a.dtype == np.bool_ else np.sign(a)
 
@@ -468,6 +535,7 @@ class BitwiseNot(Unary):
     """Bitwise NOT of an integer tensor; logical NOT of a bool tensor (``~``)."""
 
     name = "tp.bitwise_not"
+    differentiable = False
     allow_float = False
 
     def compute(self, a):
@@ -486,6 +554,9 @@ class Floor(Rounding):
 
     name = "tp.floor"
 
+    def vjp(self, ctx, grads):
+        return (G.zeros_like(ctx, grads[0]),)
+
     def compute(self, a):
         return np.floor(a) if a.dtype.kind == "f" else a.copy()
 
@@ -495,6 +566,9 @@ class Ceil(Rounding):
     """Elementwise ceiling (round toward positive infinity)."""
 
     name = "tp.ceil"
+
+    def vjp(self, ctx, grads):
+        return (G.zeros_like(ctx, grads[0]),)
 
     def compute(self, a):
         return np.ceil(a) if a.dtype.kind == "f" else a.copy()
@@ -506,6 +580,9 @@ class Trunc(Rounding):
 
     name = "tp.trunc"
 
+    def vjp(self, ctx, grads):
+        return (G.zeros_like(ctx, grads[0]),)
+
     def compute(self, a):
         return np.trunc(a) if a.dtype.kind == "f" else a.copy()
 
@@ -515,6 +592,9 @@ class Round(Rounding):
     """Round half to even, optionally to ``decimals`` decimal places."""
 
     name = "tp.round"
+
+    def vjp(self, ctx, grads):
+        return (G.zeros_like(ctx, grads[0]),)
     attributes = (Attr("decimals", AttrKind.INT, 0, doc="decimal places; negative rounds to tens"),)
 
     def compute(self, a, decimals):
@@ -526,41 +606,70 @@ class Round(Rounding):
         return np.round(a * scale) / scale
 
 
-def _unary_float(name: str, fn, doc: str, cls_name: str) -> type[Op]:
+def _unary_float(name: str, fn, doc: str, cls_name: str, grad) -> type[Op]:
+    """A unary float op; ``grad(ctx, g)`` is its gradient rule (``ctx.input(0)`` is x,
+    ``ctx.output()`` the result)."""
     cls = type(cls_name, (UnaryFloat,), {
         "__doc__": doc,
         "name": name,
         "compute": lambda self, a: fn(a),
+        "vjp": lambda self, ctx, grads: (grad(ctx, grads[0]),),
         "__module__": __name__,
     })
     return register(cls)
 
 
-Exp = _unary_float("tp.exp", np.exp, "Elementwise e raised to the input.", "Exp")
-Exp2 = _unary_float("tp.exp2", np.exp2, "Elementwise 2 raised to the input.", "Exp2")
-Expm1 = _unary_float("tp.expm1", np.expm1, "Elementwise ``exp(x) - 1``, accurate near zero.", "Expm1")
-Log = _unary_float("tp.log", np.log, "Elementwise natural logarithm.", "Log")
-Log2 = _unary_float("tp.log2", np.log2, "Elementwise base-2 logarithm.", "Log2")
-Log10 = _unary_float("tp.log10", np.log10, "Elementwise base-10 logarithm.", "Log10")
-Log1p = _unary_float("tp.log1p", np.log1p, "Elementwise ``log(1 + x)``, accurate near zero.", "Log1p")
-Sqrt = _unary_float("tp.sqrt", np.sqrt, "Elementwise square root.", "Sqrt")
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+Exp = _unary_float("tp.exp", np.exp, "Elementwise e raised to the input.", "Exp",
+    lambda c, g: g * c.output())
+Exp2 = _unary_float("tp.exp2", np.exp2, "Elementwise 2 raised to the input.", "Exp2",
+    lambda c, g: g * c.output() * _LN2)
+Expm1 = _unary_float("tp.expm1", np.expm1, "Elementwise ``exp(x) - 1``, accurate near zero.", "Expm1",
+    lambda c, g: g * (c.output() + 1))
+Log = _unary_float("tp.log", np.log, "Elementwise natural logarithm.", "Log",
+    lambda c, g: g / c.input(0))
+Log2 = _unary_float("tp.log2", np.log2, "Elementwise base-2 logarithm.", "Log2",
+    lambda c, g: g / (c.input(0) * _LN2))
+Log10 = _unary_float("tp.log10", np.log10, "Elementwise base-10 logarithm.", "Log10",
+    lambda c, g: g / (c.input(0) * _LN10))
+Log1p = _unary_float("tp.log1p", np.log1p, "Elementwise ``log(1 + x)``, accurate near zero.", "Log1p",
+    lambda c, g: g / (c.input(0) + 1))
+Sqrt = _unary_float("tp.sqrt", np.sqrt, "Elementwise square root.", "Sqrt",
+    lambda c, g: g / (2 * c.output()))
 Rsqrt = _unary_float("tp.rsqrt", lambda a: 1.0 / np.sqrt(a), "Elementwise reciprocal square root.",
-                     "Rsqrt")
-Reciprocal = _unary_float("tp.reciprocal", lambda a: 1.0 / a, "Elementwise ``1 / x``.", "Reciprocal")
-Sin = _unary_float("tp.sin", np.sin, "Elementwise sine.", "Sin")
-Cos = _unary_float("tp.cos", np.cos, "Elementwise cosine.", "Cos")
-Tan = _unary_float("tp.tan", np.tan, "Elementwise tangent.", "Tan")
-Asin = _unary_float("tp.asin", np.arcsin, "Elementwise arcsine.", "Asin")
-Acos = _unary_float("tp.acos", np.arccos, "Elementwise arccosine.", "Acos")
-Atan = _unary_float("tp.atan", np.arctan, "Elementwise arctangent.", "Atan")
-Sinh = _unary_float("tp.sinh", np.sinh, "Elementwise hyperbolic sine.", "Sinh")
-Cosh = _unary_float("tp.cosh", np.cosh, "Elementwise hyperbolic cosine.", "Cosh")
-Tanh = _unary_float("tp.tanh", np.tanh, "Elementwise hyperbolic tangent.", "Tanh")
-Asinh = _unary_float("tp.asinh", np.arcsinh, "Elementwise inverse hyperbolic sine.", "Asinh")
-Acosh = _unary_float("tp.acosh", np.arccosh, "Elementwise inverse hyperbolic cosine (NaN below 1).", "Acosh")
+                     "Rsqrt",
+    lambda c, g: -0.5 * g * c.output() ** 3)
+Reciprocal = _unary_float("tp.reciprocal", lambda a: 1.0 / a, "Elementwise ``1 / x``.", "Reciprocal",
+    lambda c, g: -g * c.output() * c.output())
+Sin = _unary_float("tp.sin", np.sin, "Elementwise sine.", "Sin",
+    lambda c, g: g * c.input(0).cos())
+Cos = _unary_float("tp.cos", np.cos, "Elementwise cosine.", "Cos",
+    lambda c, g: -g * c.input(0).sin())
+Tan = _unary_float("tp.tan", np.tan, "Elementwise tangent.", "Tan",
+    lambda c, g: g * (1 + c.output() * c.output()))
+Asin = _unary_float("tp.asin", np.arcsin, "Elementwise arcsine.", "Asin",
+    lambda c, g: g * (1 - c.input(0) * c.input(0)).rsqrt())
+Acos = _unary_float("tp.acos", np.arccos, "Elementwise arccosine.", "Acos",
+    lambda c, g: -g * (1 - c.input(0) * c.input(0)).rsqrt())
+Atan = _unary_float("tp.atan", np.arctan, "Elementwise arctangent.", "Atan",
+    lambda c, g: g / (1 + c.input(0) * c.input(0)))
+Sinh = _unary_float("tp.sinh", np.sinh, "Elementwise hyperbolic sine.", "Sinh",
+    lambda c, g: g * c.input(0).cosh())
+Cosh = _unary_float("tp.cosh", np.cosh, "Elementwise hyperbolic cosine.", "Cosh",
+    lambda c, g: g * c.input(0).sinh())
+Tanh = _unary_float("tp.tanh", np.tanh, "Elementwise hyperbolic tangent.", "Tanh",
+    lambda c, g: g * (1 - c.output() * c.output()))
+Asinh = _unary_float("tp.asinh", np.arcsinh, "Elementwise inverse hyperbolic sine.", "Asinh",
+    lambda c, g: g * (c.input(0) * c.input(0) + 1).rsqrt())
+Acosh = _unary_float("tp.acosh", np.arccosh, "Elementwise inverse hyperbolic cosine (NaN below 1).", "Acosh",
+    lambda c, g: g * (c.input(0) * c.input(0) - 1).rsqrt())
 Atanh = _unary_float("tp.atanh", np.arctanh,
-                     "Elementwise inverse hyperbolic tangent (infinite at -1 and 1, NaN outside).", "Atanh")
-Erf = _unary_float("tp.erf", erf, "Elementwise Gauss error function.", "Erf")
+                     "Elementwise inverse hyperbolic tangent (infinite at -1 and 1, NaN outside).", "Atanh",
+    lambda c, g: g / (1 - c.input(0) * c.input(0)))
+Erf = _unary_float("tp.erf", erf, "Elementwise Gauss error function.", "Erf",
+    lambda c, g: g * _TWO_OVER_SQRT_PI * (-(c.input(0) * c.input(0))).exp())
 
 
 def _sigmoid(a: np.ndarray) -> np.ndarray:
@@ -570,7 +679,8 @@ def _sigmoid(a: np.ndarray) -> np.ndarray:
 
 
 Sigmoid = _unary_float("tp.sigmoid", _sigmoid, "Elementwise logistic function ``1 / (1 + exp(-x))``.",
-                       "Sigmoid")
+                       "Sigmoid",
+    lambda c, g: g * c.output() * (1 - c.output()))
 
 
 # --- activations -------------------------------------------------------------------------
@@ -584,6 +694,9 @@ class Relu(Activation):
     """Rectified linear unit ``max(x, 0)``."""
 
     name = "tp.relu"
+
+    def vjp(self, ctx, grads):
+        return (grads[0] * G.mask(ctx.output() > 0, grads[0]),)
 
     def compute(self, a):
         return np.where(a > 0, a, np.zeros((), a.dtype)) if a.dtype.kind != "f" else \
@@ -599,6 +712,18 @@ class Gelu(FloatActivation):
     """Gaussian error linear unit, exact (``erf``) or with the ``tanh`` approximation."""
 
     name = "tp.gelu"
+
+    def vjp(self, ctx, grads):
+        g, x = grads[0], ctx.input(0)
+        if ctx.attrs["approximate"] == "tanh":
+            k = math.sqrt(2.0 / math.pi)
+            inner = k * (x + 0.044715 * x * x * x)
+            t = inner.tanh()
+            d_inner = k * (1 + 3 * 0.044715 * x * x)
+            return (g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * d_inner),)
+        cdf = 0.5 * (1 + (x * (1 / math.sqrt(2.0))).erf())
+        pdf = (-0.5 * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+        return (g * (cdf + x * pdf),)
     attributes = (Attr("approximate", AttrKind.STR, "none", choices=("none", "tanh")),)
 
     def compute(self, a, approximate):
@@ -614,6 +739,11 @@ class Silu(FloatActivation):
 
     name = "tp.silu"
 
+    def vjp(self, ctx, grads):
+        x = ctx.input(0)
+        s = x.sigmoid()
+        return (grads[0] * s * (1 + x * (1 - s)),)
+
     def compute(self, a):
         return a * _sigmoid(a)
 
@@ -623,6 +753,10 @@ class LeakyRelu(FloatActivation):
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
 
     name = "tp.leaky_relu"
+
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        return (G.where(ctx, ctx.input(0) > 0, g, g * ctx.attrs["negative_slope"]),)
     attributes = (Attr("negative_slope", AttrKind.FLOAT, 0.01),)
 
     def compute(self, a, negative_slope):
@@ -636,6 +770,11 @@ class Where(Elementwise):
     """Select ``lhs`` where ``condition`` is true, else ``rhs`` (broadcast over all three)."""
 
     name = "tp.where"
+
+    def vjp(self, ctx, grads):
+        g, cond = grads[0], ctx.input(0)
+        return (None, G.where(ctx, cond, g, 0.0) if ctx.needs(1) else None,
+                G.where(ctx, cond, 0.0, g) if ctx.needs(2) else None)
     operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
 
     def common_dtype(self, types):
@@ -659,6 +798,15 @@ class Clamp(Unary):
     """Limit values to ``[min, max]``; either bound may be absent. NaN propagates."""
 
     name = "tp.clamp"
+
+    def vjp(self, ctx, grads):  # through where the input is within the bounds (inclusive, as PyTorch)
+        x, lo, hi = ctx.input(0), ctx.attrs["min"], ctx.attrs["max"]
+        inside = None
+        if lo is not None:
+            inside = x >= lo
+        if hi is not None:
+            inside = (x <= hi) if inside is None else inside & (x <= hi)
+        return (G.where(ctx, inside, grads[0], 0.0),)
     allow_bool = False
     attributes = (Attr("min", AttrKind.FLOAT, None, optional=True),
                   Attr("max", AttrKind.FLOAT, None, optional=True))
@@ -695,6 +843,9 @@ class Cast(Op):
     """Convert to ``dtype`` (float to int truncates toward zero; nonzero becomes true)."""
 
     name = "tp.cast"
+
+    def vjp(self, ctx, grads):  # the engine casts the gradient back to the input's dtype
+        return (grads[0],)
     family = "elementwise"
     operands = (Operand("input"),)
     attributes = (Attr("dtype", AttrKind.DTYPE),)
@@ -711,6 +862,12 @@ class Fmod(BinaryArith):
     """C-style remainder: the result has the sign of ``lhs``."""
 
     name = "tp.fmod"
+
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        if not ctx.needs(1):
+            return g, None
+        return g, -g * (ctx.input(0) / ctx.input(1)).trunc()
     allow_bool = False
 
     def compute(self, a, b):

@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as dt
 from .. import symbolic as sym
 from ..errors import DimError, DTypeError, OpError, ShapeError
+from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes, format_shape, normalize_dim
 from ..types import Dim, TensorType
@@ -54,6 +55,23 @@ class Gather(Indexing):
     For ``dim = 0``: ``result[i][j] = input[index[i][j]][j]``; indices must be in range."""
 
     name = "tp.gather"
+
+    def vjp(self, ctx, grads):  # scatter-add: every other dim indexed by its position
+        shape, _ = ctx.input_meta[0]
+        g, index = grads[0], ctx.input(1)
+        rank = len(shape)
+        if rank == 0:
+            return (g, None)
+        d = ctx.attrs["dim"] % rank
+        coords = []
+        for k in range(rank):
+            if k == d:
+                coords.append(index)
+            else:
+                pos = ctx.apply_op("tp.arange", start=0.0, end=float(index.shape[k]), step=1.0, dtype=index.dtype)
+                coords.append(pos.reshape([-1 if j == k else 1 for j in range(rank)]).expand(tuple(index.shape)))
+        zero = ctx.zeros(shape, g.dtype, g)
+        return (ctx.apply_op("tp.index_put", zero, g, *coords, dims=tuple(range(rank)), accumulate=True), None)
     operands = (Operand("input"), Operand("index"))
     attributes = (Attr("dim", AttrKind.INT),)
 
@@ -88,6 +106,16 @@ class IndexSelect(Indexing):
     """The slices of ``input`` along ``dim`` at the positions of a 1-D ``index``."""
 
     name = "tp.index_select"
+
+    def vjp(self, ctx, grads):
+        shape, _ = ctx.input_meta[0]
+        g = grads[0]
+        d = ctx.attrs["dim"] % max(len(shape), 1)
+        zero = ctx.zeros(shape, g.dtype, g)
+        index = ctx.input(1).reshape(-1) if len(ctx.input_meta[1][0]) == 0 else ctx.input(1)
+        if len(shape) == 0:
+            return (g, None)
+        return (ctx.apply_op("tp.index_put", zero, g, index, dims=(d,), accumulate=True), None)
     operands = (Operand("input"), Operand("index"))
     attributes = (Attr("dim", AttrKind.INT),)
 
@@ -167,6 +195,14 @@ class Index(Indexing):
     broadcast index shape; separated ones put it first (numpy's rule)."""
 
     name = "tp.index"
+
+    def vjp(self, ctx, grads):  # added back where the elements were read (repeats add up)
+        shape, _ = ctx.input_meta[0]
+        g = grads[0]
+        indices = [ctx.input(i) for i in range(1, len(ctx.input_meta))]
+        zero = ctx.zeros(shape, g.dtype, g)
+        return (ctx.apply_op("tp.index_put", zero, g, *indices, dims=ctx.attrs["dims"], accumulate=True),
+                *[None] * len(indices))
     operands = (Operand("input"), Operand("indices", variadic=True))
     attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),)
 
@@ -194,6 +230,21 @@ class IndexPut(Indexing):
     or, with ``accumulate``, all of them add up."""
 
     name = "tp.index_put"
+
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        indices = [ctx.input(i) for i in range(2, len(ctx.input_meta))]
+        dims = ctx.attrs["dims"]
+        gi = gv = None
+        if ctx.needs(0):
+            if ctx.attrs["accumulate"]:
+                gi = g
+            else:  # the written elements came from values
+                vshape, _ = ctx.input_meta[1]
+                gi = ctx.apply_op("tp.index_put", g, ctx.zeros(vshape, g.dtype, g), *indices, dims=dims)
+        if ctx.needs(1):  # summed to the values' shape by the engine where they broadcast
+            gv = ctx.apply_op("tp.index", g, *indices, dims=dims)
+        return (gi, gv, *[None] * len(indices))
     operands = (Operand("input"), Operand("values"), Operand("indices", variadic=True))
     attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),
                   Attr("accumulate", AttrKind.BOOL, False, doc="add instead of overwrite"))
@@ -244,6 +295,9 @@ class Tril(Triangle):
 
     name = "tp.tril"
 
+    def vjp(self, ctx, grads):
+        return (ctx.apply_op("tp.tril", grads[0], diagonal=ctx.attrs["diagonal"]),)
+
     def reference(self, arrays, attrs):
         return np.tril(arrays[0], attrs["diagonal"])
 
@@ -253,6 +307,9 @@ class Triu(Triangle):
     """Keep the elements on and above the ``diagonal`` of the last two dimensions; zero the rest."""
 
     name = "tp.triu"
+
+    def vjp(self, ctx, grads):
+        return (ctx.apply_op("tp.triu", grads[0], diagonal=ctx.attrs["diagonal"]),)
 
     def reference(self, arrays, attrs):
         return np.triu(arrays[0], attrs["diagonal"])
@@ -265,6 +322,7 @@ class Nonzero(Indexing):
     Rows come in row-major order; ``n`` is known only at run time."""
 
     name = "tp.nonzero"
+    differentiable = False
     operands = (Operand("input"),)
 
     def infer(self, types, attrs):

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..dtypes import from_numpy_dtype
 from ..errors import DTypeError, ShapeError
+from . import _grad as G
 from ..registry import Op, Operand, register
 from ..shapes import broadcast_shapes, same_dim
 from ..types import TensorType
@@ -33,6 +34,27 @@ class MatMul(Op):
     """
 
     name = "tp.matmul"
+
+    def vjp(self, ctx, grads):
+        # 1-d operands as matrices (a row, b a column), batch dims summed away by the engine
+        a, b, g = ctx.input(0), ctx.input(1), grads[0]
+        a2 = a.unsqueeze(0) if a.dim() == 1 else a
+        b2 = b.unsqueeze(-1) if b.dim() == 1 else b
+        gshape = tuple(g.shape)
+        if a.dim() == 1:  # the row dim the 1-d lhs lost
+            at = len(gshape) - (b.dim() != 1)
+            gshape = gshape[:at] + (1,) + gshape[at:]
+        if b.dim() == 1:
+            gshape = gshape + (1,)
+        g2 = g.reshape(gshape)
+        ga = gb = None
+        if ctx.needs(0):
+            ga = g2 @ b2.transpose(-1, -2)
+            ga = ga.squeeze(-2) if a.dim() == 1 else ga
+        if ctx.needs(1):
+            gb = a2.transpose(-1, -2) @ g2
+            gb = gb.squeeze(-1) if b.dim() == 1 else gb
+        return ga, gb
     family = "linalg"
     operands = (Operand("lhs"), Operand("rhs"))
 

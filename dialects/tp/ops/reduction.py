@@ -9,6 +9,7 @@ so large inputs do not overflow.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import AttributeError_, DimError, DTypeError, ShapeError
+from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim, same_dim
 from ..types import Dim, TensorType, is_static, type_of_array
@@ -121,6 +123,11 @@ class Sum(Accumulating):
 
     name = "tp.sum"
 
+    def vjp(self, ctx, grads):
+        shape, _ = ctx.input_meta[0]
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]),)
+
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         x = _converted(x, out_dtype)
         if x.dtype == np.bool_:
@@ -134,6 +141,21 @@ class Prod(Accumulating):
 
     name = "tp.prod"
 
+    def vjp(self, ctx, grads):
+        # the product of the other elements: out / x where x != 0; where x is the one zero of its
+        # slice, the product of the rest; 0 where the slice has two or more zeros
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        keep = ctx.attrs["keepdim"]
+        g = G.unreduce(grads[0], shape, dims, keep)
+        out = G.unreduce(ctx.output().to(x.dtype), shape, dims, keep)
+        zero = x == 0
+        rest = ctx.apply_op("tp.prod", G.where(ctx, zero, 1.0, x), dims=dims, keepdim=True) if dims else x
+        zeros = G.mask(zero, x).sum(dim=dims, keepdim=True) if dims else G.mask(zero, x)
+        others = G.where(ctx, zero, G.where(ctx, zeros == 1, rest.expand(shape), 0.0), out / G.where(ctx, zero, 1.0, x))
+        return (g * others,)
+
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         x = _converted(x, out_dtype)
         if x.dtype == np.bool_:
@@ -146,6 +168,11 @@ class Mean(Reduction):
     """Arithmetic mean over ``dims`` of a floating-point input (NaN when empty)."""
 
     name = "tp.mean"
+
+    def vjp(self, ctx, grads):
+        shape, _ = ctx.input_meta[0]
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / max(G.count(shape, dims), 1),)
     attributes = Reduction.attributes + (
         Attr("dtype", AttrKind.DTYPE, None, optional=True, doc="convert the input to this first"),)
 
@@ -188,6 +215,15 @@ class Amax(Extremum):
 
     name = "tp.amax"
 
+    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        keep = ctx.attrs["keepdim"]
+        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
+        ties = hit.sum(dim=dims, keepdim=True) if dims else hit
+        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
+
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.max(upcast(x, out_dtype), axis=dims, keepdims=keepdim)
 
@@ -197,6 +233,15 @@ class Amin(Extremum):
     """Smallest value over ``dims``; NaN wins."""
 
     name = "tp.amin"
+
+    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        keep = ctx.attrs["keepdim"]
+        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
+        ties = hit.sum(dim=dims, keepdim=True) if dims else hit
+        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.min(upcast(x, out_dtype), axis=dims, keepdims=keepdim)
@@ -244,6 +289,7 @@ class Argmax(ArgExtremum):
     """Index of the largest value along ``dim`` (flattened when None); first on ties and NaN."""
 
     name = "tp.argmax"
+    differentiable = False
 
     def search(self, x, axis):
         return np.argmax(x, axis=axis)
@@ -254,6 +300,7 @@ class Argmin(ArgExtremum):
     """Index of the smallest value along ``dim`` (flattened when None); first on ties and NaN."""
 
     name = "tp.argmin"
+    differentiable = False
 
     def search(self, x, axis):
         return np.argmin(x, axis=axis)
@@ -264,6 +311,15 @@ class Var(Reduction):
     """Variance over ``dims``: squared deviations summed, divided by ``max(0, N - correction)``."""
 
     name = "tp.var"
+
+    def vjp(self, ctx, grads):
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        n = G.count(shape, dims) - ctx.attrs["correction"]
+        centered = x - x.mean(dim=dims, keepdim=True) if dims else x - x
+        scale = 2.0 / n if n != 0 else math.inf  # no degrees of freedom: NaN, as PyTorch's
+        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) * centered * scale,)
     attributes = Reduction.attributes + (
         Attr("correction", AttrKind.FLOAT, 1.0,
              doc="subtracted from the element count (Bessel: 1)"),)
@@ -296,6 +352,7 @@ class ReduceAll(Logical):
     """True where every element over ``dims`` is nonzero (true when empty)."""
 
     name = "tp.all"
+    differentiable = False
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.all(x, axis=dims, keepdims=keepdim)
@@ -306,6 +363,7 @@ class ReduceAny(Logical):
     """True where some element over ``dims`` is nonzero (false when empty)."""
 
     name = "tp.any"
+    differentiable = False
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.any(x, axis=dims, keepdims=keepdim)
@@ -327,6 +385,13 @@ class Logsumexp(Reduction):
     """``log(sum(exp(input)))`` over ``dims``, computed with the maximum subtracted first."""
 
     name = "tp.logsumexp"
+
+    def vjp(self, ctx, grads):
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        keep = ctx.attrs["keepdim"]
+        return (G.unreduce(grads[0], shape, dims, keep) * (x - G.unreduce(ctx.output(), shape, dims, keep)).exp(),)
 
     def result_dtype(self, t, attrs):
         return _float_result(t)
@@ -377,6 +442,13 @@ class Cumsum(AlongDim):
 
     name = "tp.cumsum"
 
+    def vjp(self, ctx, grads):  # a sum from the end
+        shape, _ = ctx.input_meta[0]
+        if not shape:
+            return (grads[0],)
+        d = ctx.attrs["dim"] % len(shape)
+        return (grads[0].flip(d).cumsum(d).flip(d),)
+
     def result_dtype(self, t, attrs):
         return attrs["dtype"] or _int_to_int64(t)
 
@@ -407,6 +479,11 @@ class Softmax(SoftmaxLike):
 
     name = "tp.softmax"
 
+    def vjp(self, ctx, grads):
+        y, g = ctx.output(), grads[0]
+        d = ctx.attrs["dim"]
+        return (y * (g - (g * y).sum(dim=d, keepdim=True)),)
+
     def compute(self, x, axis):
         e = np.exp(x - _stable_shift(x, axis))
         return e / np.sum(e, axis=axis, keepdims=True, dtype=x.dtype)
@@ -417,6 +494,11 @@ class LogSoftmax(SoftmaxLike):
     """``x - logsumexp(x)`` along ``dim``, computed with the maximum subtracted first."""
 
     name = "tp.log_softmax"
+
+    def vjp(self, ctx, grads):
+        y, g = ctx.output(), grads[0]
+        d = ctx.attrs["dim"]
+        return (g - y.exp() * g.sum(dim=d, keepdim=True),)
 
     def compute(self, x, axis):
         shifted = x - _stable_shift(x, axis)
@@ -429,6 +511,25 @@ class LayerNorm(Op):
     scale by ``weight`` and shift by ``bias`` when given."""
 
     name = "tp.layer_norm"
+
+    def vjp(self, ctx, grads):
+        x, w = ctx.input(0), ctx.input(1)
+        g = grads[0]
+        k = len(ctx.attrs["normalized_shape"])
+        dims = tuple(range(x.dim() - k, x.dim()))
+        mean = x.mean(dim=dims, keepdim=True)
+        centered = x - mean
+        rstd = ((centered * centered).mean(dim=dims, keepdim=True) + ctx.attrs["eps"]).rsqrt()
+        xhat = centered * rstd
+        gx = gw = gb = None
+        if ctx.needs(0):
+            gh = g * w if w is not None else g
+            gx = rstd * (gh - gh.mean(dim=dims, keepdim=True) - xhat * (gh * xhat).mean(dim=dims, keepdim=True))
+        if ctx.needs(1):
+            gw = g * xhat  # summed over the leading dims by the engine
+        if ctx.needs(2):
+            gb = g
+        return gx, gw, gb
     family = "normalization"
     operands = (Operand("input"), Operand("weight", optional=True), Operand("bias", optional=True))
     attributes = (Attr("normalized_shape", AttrKind.INTS, doc="the trailing dims normalized over"),

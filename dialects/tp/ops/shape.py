@@ -18,6 +18,7 @@ from .._lazy import lazy
 
 from .. import symbolic as sym
 from ..errors import DimError, DTypeError, ShapeError
+from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim
 from ..types import Dim, TensorType
@@ -102,6 +103,9 @@ class Reshape(ShapeOp):
     """Same elements in row-major order under a new ``shape``; one entry may be -1 (inferred)."""
 
     name = "tp.reshape"
+
+    def vjp(self, ctx, grads):
+        return (grads[0].reshape(ctx.input_meta[0][0]),)
     attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1", symbolic=True),)
 
     def infer(self, types, attrs):
@@ -129,6 +133,10 @@ class Permute(ShapeOp):
     """Reorder the dimensions: result dimension ``i`` is input dimension ``dims[i]``."""
 
     name = "tp.permute"
+
+    def vjp(self, ctx, grads):
+        dims = [d % len(ctx.attrs["dims"]) for d in ctx.attrs["dims"]]
+        return (grads[0].permute([dims.index(i) for i in range(len(dims))]),)
     attributes = (Attr("dims", AttrKind.INTS, doc="a permutation of the input dimensions"),)
 
     def infer(self, types, attrs):
@@ -186,6 +194,9 @@ class BroadcastTo(ShapeOp):
     """Repeat size-1 dimensions (and add leading ones) to reach ``shape``; -1 keeps a size."""
 
     name = "tp.broadcast_to"
+
+    def vjp(self, ctx, grads):  # the engine sums over the broadcast dims
+        return (grads[0],)
     attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size", symbolic=True),)
 
     def infer(self, types, attrs):
@@ -203,6 +214,16 @@ class Concat(Op):
     """Join tensors of one dtype and rank along ``dim``; other sizes must agree."""
 
     name = "tp.concat"
+
+    def vjp(self, ctx, grads):  # each input's slab of the gradient
+        g = grads[0]
+        d = ctx.attrs["dim"] % g.dim()
+        out, at = [], 0
+        for i, meta in enumerate(ctx.input_meta):
+            n = meta[0][d]
+            out.append(g.narrow(d, at, n) if ctx.needs(i) else None)
+            at += n
+        return tuple(out)
     family = "shape"
     operands = (Operand("inputs", variadic=True),)
     attributes = (Attr("dim", AttrKind.INT, 0),)
@@ -304,6 +325,12 @@ class Slice(Strided):
 
     name = "tp.slice"
 
+    def vjp(self, ctx, grads):  # the gradient in the box, zero elsewhere
+        shape, dtype = ctx.input_meta[0]
+        zero = ctx.zeros(shape, grads[0].dtype, grads[0])
+        box = {k: ctx.attrs[k] for k in ("starts", "ends", "steps")}
+        return (ctx.apply_op("tp.slice_update", zero, grads[0], **box),)
+
     def infer(self, types, attrs):
         t = types[0]
         return (t.with_shape(self.box(t.shape, attrs)),)
@@ -317,6 +344,14 @@ class SliceUpdate(Strided):
     """A copy of ``input`` whose strided box ``[starts:ends:steps]`` holds ``update``."""
 
     name = "tp.slice_update"
+
+    def vjp(self, ctx, grads):
+        g = grads[0]
+        box = {k: ctx.attrs[k] for k in ("starts", "ends", "steps")}
+        ushape, _ = ctx.input_meta[1]
+        gi = ctx.apply_op("tp.slice_update", g, ctx.zeros(ushape, g.dtype, g), **box) if ctx.needs(0) else None
+        gu = ctx.apply_op("tp.slice", g, **box) if ctx.needs(1) else None
+        return gi, gu
     operands = (Operand("input"), Operand("update", doc="the box's new value, of the box's shape"))
 
     def infer(self, types, attrs):
@@ -347,6 +382,9 @@ class Flip(ShapeOp):
     """Reverse the order of elements along each of ``dims``."""
 
     name = "tp.flip"
+
+    def vjp(self, ctx, grads):
+        return (grads[0].flip(ctx.attrs["dims"]),)
     attributes = (Attr("dims", AttrKind.INTS),)
 
     def flip_dims(self, attrs, rank: int) -> tuple[int, ...]:

@@ -1,0 +1,60 @@
+"""Helpers of the gradient rules (``Op.vjp``): small compositions of tp ops over tensors,
+written with tensor methods and ``ctx.apply_op`` only, so that a rule runs eagerly under
+autograd and is traced the same way into a backward graph."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "one_grad"]
+
+
+def scalar(ctx: Any, value: float, like: Any) -> Any:
+    """A 0-d tensor holding ``value`` in ``like``'s dtype."""
+    return ctx.apply_op("tp.full", shape=(), value=float(value), dtype=like.dtype)
+
+
+def where(ctx: Any, cond: Any, a: Any, b: Any) -> Any:
+    """``tp.where`` accepting Python numbers for either branch."""
+    like = a if not isinstance(a, (int, float)) else b
+    if isinstance(a, (int, float)):
+        a = scalar(ctx, a, like)
+    if isinstance(b, (int, float)):
+        b = scalar(ctx, b, like)
+    return ctx.apply_op("tp.where", cond, a, b)
+
+
+def mask(cond: Any, like: Any) -> Any:
+    """A bool tensor as 0/1 in ``like``'s dtype."""
+    return cond.to(like.dtype)
+
+
+def zeros_like(ctx: Any, like: Any) -> Any:
+    return ctx.apply_op("tp.broadcast_to", scalar(ctx, 0.0, like), shape=tuple(like.shape))
+
+
+def reduced_dims(dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:
+    """A reduction's ``dims`` attribute as non-negative dims (None: all of them)."""
+    if dims is None or rank == 0:
+        return tuple(range(rank))  # (a 0-d tensor reduced over dim 0 or -1 is itself)
+    return tuple(sorted({d % rank for d in dims}))
+
+
+def unreduce(g: Any, shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Any:
+    """A reduction's result gradient broadcast back over the input ``shape``."""
+    shape = tuple(shape)
+    if not keepdim:
+        kept = tuple(1 if i in dims else n for i, n in enumerate(shape))
+        g = g.reshape(kept)
+    return g.expand(shape) if tuple(g.shape) != shape else g
+
+
+def count(shape: Sequence[int], dims: Sequence[int]) -> int:
+    return math.prod(shape[d] for d in dims)
+
+
+def one_grad(grads: Sequence[Any]) -> Any:
+    """The gradient of a one-result op."""
+    return grads[0]

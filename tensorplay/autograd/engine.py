@@ -1,0 +1,382 @@
+"""Reverse-mode automatic differentiation of eager tensorplay programs.
+
+Every tp op applied while grad mode is on and some operand requires grad records a
+:class:`Node` (the result's ``grad_fn``): the op, its attributes, and the operand and result
+values it may need. ``backward`` walks these nodes from the outputs back to the leaves in
+dependency order, calling each op's gradient rule (``Op.vjp`` in ``dialects/tp/ops/``, a
+composition of tp ops) and summing what reaches each tensor.
+
+What is done here once for every op, so no rule repeats it: a rule returns each operand's
+gradient in the shape and dtype of the op's (broadcast, promoted) computation, and the
+engine sums it over the broadcast dims and casts it back to the operand's shape and dtype.
+
+Saved values are the arrays as they were when the op ran (tensors are values here: an
+in-place method rebinds the tensor to a new array), so a rule always sees the right numbers;
+PyTorch's version counter is still kept, and a rule that reads an operand that was modified
+in place after it was saved raises PyTorch's error, as code written for PyTorch expects.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .._grad_mode import no_grad, set_grad_enabled
+
+__all__ = ["Node", "AccumulateGrad", "record", "run_backward", "RemovableHandle"]
+
+_FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
+          "have already been freed). Saved intermediate values of the graph are freed when you call "
+          ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+          "graph a second time or if you need to access saved tensors after calling backward.")
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes the hook away."""
+
+    def __init__(self, hooks: list, hook: Callable):
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+
+class _Saved:
+    """One operand or result as the op saw it: its array, where it came from in the graph
+    (grad_fn, output index) and the version of the tensor it was, to detect later in-place
+    changes as PyTorch does."""
+
+    __slots__ = ("data", "grad_fn", "output_nr", "requires_grad", "tensor", "version", "is_output")
+
+    def __init__(self, t: Any, is_output: bool = False):
+        self.data = t._data
+        self.grad_fn = None if is_output else t._grad_fn
+        self.output_nr = t._output_nr
+        self.requires_grad = t.requires_grad
+        # a result refers back to its node, which keeps it: held weakly, rebuilt on unpack
+        self.tensor = weakref.ref(t) if is_output else t
+        self.version = t._version
+        self.is_output = is_output
+
+    def unpack(self, node: Node) -> Any:
+        from .._tensor import Tensor
+
+        t = self.tensor() if self.is_output else self.tensor
+        if t is not None and t._version != self.version:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: [{_describe(t)}], which is output {self.output_nr} of {node.name()}, is at version "
+                f"{t._version}; expected version {self.version} instead. Hint: the backtrace further above "
+                f"shows the operation that failed to compute its gradient; the variable in question was "
+                f"changed in there or anywhere later. Good luck!")
+        if t is not None and t._data is self.data:
+            return t
+        out = Tensor._wrap(self.data)
+        if self.requires_grad:
+            out._requires_grad = True
+            out._grad_fn = node if self.is_output else self.grad_fn
+            out._output_nr = self.output_nr
+        return out
+
+
+def _describe(t: Any) -> str:
+    return f"tensorplay.{t.dtype.name.capitalize()}Tensor {list(t.shape)}"
+
+
+class Node:
+    """The backward of one op application (a tensor's ``grad_fn``)."""
+
+    def __init__(self, op: Any, attrs: dict, operands: Sequence[Any], outputs: Sequence[Any]):
+        self.op = op
+        self.attrs = attrs
+        self.next_functions: tuple = tuple(_edge(o) for o in operands)
+        self.needs_input_grad = tuple(e is not None for e in self.next_functions)
+        self.input_meta = tuple(None if o is None else (tuple(o.shape), o.dtype) for o in operands)
+        self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
+        self._inputs: tuple | None = tuple(None if o is None else _Saved(o) for o in operands)
+        self._outputs: tuple | None = tuple(_Saved(o, True) for o in outputs)
+        self._pre_hooks: dict[int, list] = {}
+        self._hooks: list = []
+        self._retained: dict[int, Any] = {}
+        self.metadata: dict = {}
+
+    def name(self) -> str:
+        base = self.op.name.split(".", 1)[-1]
+        return "".join(p.capitalize() for p in base.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def register_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(grad_inputs, grad_outputs)`` after this node ran; it may return new grad_inputs."""
+        self._hooks.append(hook)
+        return RemovableHandle(self._hooks, hook)
+
+    def register_prehook(self, hook: Callable) -> RemovableHandle:
+        """``hook(grad_outputs)`` before this node runs; it may return new grad_outputs."""
+        hooks = self._pre_hooks.setdefault(-1, [])
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    # the rule's view of the op ----------------------------------------------------------------
+    @property
+    def inputs(self) -> tuple:
+        if self._inputs is None:
+            raise RuntimeError(_FREED)
+        return tuple(None if s is None else s.unpack(self) for s in self._inputs)
+
+    @property
+    def outputs(self) -> tuple:
+        if self._outputs is None:
+            raise RuntimeError(_FREED)
+        return tuple(s.unpack(self) for s in self._outputs)
+
+    def needs(self, i: int) -> bool:
+        return self.needs_input_grad[i]
+
+    def input(self, i: int) -> Any:
+        """Operand ``i`` as the op saw it (PyTorch's error if it was changed in place since)."""
+        if self._inputs is None:
+            raise RuntimeError(_FREED)
+        s = self._inputs[i]
+        return None if s is None else s.unpack(self)
+
+    def output(self, i: int = 0) -> Any:
+        if self._outputs is None:
+            raise RuntimeError(_FREED)
+        return self._outputs[i].unpack(self)
+
+    @staticmethod
+    def apply_op(name: str, *operands: Any, **attrs: Any) -> Any:
+        from .._dispatch import apply
+
+        return apply(name, *operands, **attrs)
+
+    def zeros(self, shape: Sequence[int], dtype: Any, like: Any = None) -> Any:
+        from ..ops.creation import zeros
+
+        return zeros(*shape, dtype=dtype, device=None if like is None else like.device)
+
+    def release(self) -> None:
+        self._inputs = self._outputs = None
+
+    def _rebased(self, t: Any) -> None:
+        """``t``, an operand of this op, was rebound to its result in place (``x.mul_(y)``):
+        the saved copy is what the rule needs, so the change is not an error."""
+        for s in self._inputs or ():
+            if s is not None and s.tensor is t:
+                s.tensor = None  # the value before the change, kept: later changes do not matter
+
+    def apply(self, grads: list) -> tuple:
+        if self._inputs is None:
+            raise RuntimeError(_FREED)
+        rule = self.op.vjp
+        if rule is None:
+            raise RuntimeError(f"the derivative for {self.op.name} is not implemented")
+        return rule(self, grads)
+
+
+class AccumulateGrad:
+    """The end of the graph at a leaf: sums what arrives into ``leaf.grad``."""
+
+    def __init__(self, leaf: Any):
+        self.variable = leaf
+        self.next_functions: tuple = ()
+        self._pre_hooks: dict[int, list] = {}
+        self._hooks: list = []
+        self._retained: dict = {}
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+    def register_hook(self, hook: Callable) -> RemovableHandle:
+        self._hooks.append(hook)
+        return RemovableHandle(self._hooks, hook)
+
+    def release(self) -> None:
+        pass
+
+
+def _edge(t: Any) -> tuple | None:
+    """Where gradient for operand ``t`` goes: (node, output index), or None."""
+    if t is None or not t.requires_grad:
+        return None
+    if t._grad_fn is not None:
+        return (t._grad_fn, t._output_nr)
+    acc = t._grad_acc() if t._grad_acc is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._grad_acc = weakref.ref(acc)
+    return (acc, 0)
+
+
+def record(op: Any, operands: Sequence[Any], attrs: dict, outputs: Sequence[Any]) -> None:
+    """Attach ``op``'s backward to its floating-point ``outputs`` (grad mode is on and an
+    operand requires grad)."""
+    if not op.differentiable:
+        return
+    float_outs = [o for o in outputs if o.dtype.is_floating_point]
+    if not float_outs:
+        return
+    node = Node(op, attrs, operands, outputs)
+    for i, o in enumerate(outputs):
+        if o.dtype.is_floating_point:
+            o._requires_grad = True
+            o._grad_fn = node
+            o._output_nr = i
+
+
+# --- running backward ------------------------------------------------------------------------
+
+def _sum_to(g: Any, shape: tuple) -> Any:
+    """``g`` summed over the dims that broadcasting added to reach its shape from ``shape``."""
+    gshape = tuple(g.shape)
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1]
+    if dims:
+        g = g.sum(dim=tuple(dims), keepdim=True)
+    return g.reshape(shape) if tuple(g.shape) != shape else g
+
+
+def _fit(g: Any, meta: tuple) -> Any:
+    shape, dtype = meta
+    g = _sum_to(g, shape)
+    if g.dtype is not dtype:
+        g = g.to(dtype)
+    return g
+
+
+def _add(a: Any, b: Any) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a + b
+
+
+
+def _collect(roots: Sequence[tuple]) -> dict:
+    """The number of edges into each node reachable from ``roots``."""
+    deps: dict[Any, int] = {}
+    seen: set[int] = set()
+    stack = [n for n, _ in roots]
+    for n in stack:
+        seen.add(id(n))
+    while stack:
+        node = stack.pop()
+        for edge in node.next_functions:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if id(nxt) not in seen:
+                seen.add(id(nxt))
+                stack.append(nxt)
+    return deps
+
+
+def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create_graph: bool,
+                 capture: dict | None = None, accumulate: bool = True) -> dict:
+    """Propagate ``roots`` ((tensor, gradient) pairs) back through the graph.
+
+    With ``accumulate`` the leaves' ``.grad`` receive the sums; ``capture`` maps (node,
+    output index) to a key and returns the gradient that reached each (``autograd.grad``)."""
+    edges = []
+    for t, g in roots:
+        edge = _edge(t)
+        if edge is None:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        edges.append((edge, g))
+    deps = _collect([e for e, _ in edges])
+    buffers: dict[Any, dict[int, Any]] = {}
+    for (node, nr), g in edges:
+        slot = buffers.setdefault(node, {})
+        slot[nr] = _add(slot.get(nr), g)
+    ready = [n for n in dict.fromkeys(node for (node, _), _ in edges) if deps.get(n, 0) == 0]
+    captured: dict = {}
+    with set_grad_enabled(create_graph):
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, {})
+            _run_node(node, grads, captured, capture, accumulate, create_graph, buffers, deps, ready)
+            if not retain_graph:
+                node.release()
+    return captured
+
+
+def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accumulate: bool,
+              create_graph: bool, buffers: dict, deps: dict, ready: list) -> None:
+    for nr, hooks in node._pre_hooks.items():
+        if nr < 0 or nr not in grads or grads[nr] is None:
+            continue
+        for hook in list(hooks):
+            new = hook(grads[nr])
+            if new is not None:
+                grads[nr] = new
+    for nr, ref in node._retained.items():
+        t = ref()
+        if t is not None and grads.get(nr) is not None:
+            t.grad = grads[nr] if create_graph else grads[nr].detach()
+    if capture is not None:
+        for nr, g in grads.items():
+            key = capture.get((node, nr))
+            if key is not None:
+                captured[key] = _add(captured.get(key), g)
+    if isinstance(node, AccumulateGrad):
+        g = grads.get(0)
+        if accumulate and g is not None:
+            leaf = node.variable
+            if leaf.grad is None:
+                leaf.grad = g if create_graph else g.detach()
+            elif create_graph:
+                leaf.grad = leaf.grad + g
+            else:
+                with no_grad():  # in place, as PyTorch: the same .grad tensor object
+                    leaf.grad.add_(g.detach())
+            for hook in list(node._hooks):  # register_post_accumulate_grad_hook
+                hook(leaf)
+        return
+    if all(g is None for g in grads.values()) or not grads:
+        outs: tuple = (None,) * len(node.next_functions)
+    else:
+        full = [grads.get(i) for i in range(len(node.output_meta))]
+        for i, g in enumerate(full):
+            if g is None:
+                shape, dtype = node.output_meta[i]
+                if dtype.is_floating_point:
+                    full[i] = node.zeros(shape, dtype)
+        for hook in list(node._pre_hooks.get(-1, ())):
+            new = hook(tuple(full))
+            if new is not None:
+                full = list(new)
+        outs = tuple(node.apply(full))
+        if len(outs) != len(node.next_functions):
+            raise RuntimeError(f"{node.name()}: the gradient rule of {node.op.name} returned {len(outs)} "
+                               f"gradients for {len(node.next_functions)} operands")
+        for hook in list(node._hooks):
+            new = hook(outs, tuple(full))
+            if new is not None:
+                outs = tuple(new)
+    for i, edge in enumerate(node.next_functions):
+        if edge is None:
+            continue
+        nxt, nr = edge
+        g = outs[i]
+        if g is not None:
+            g = _fit(g, node.input_meta[i])
+            slot = buffers.setdefault(nxt, {})
+            slot[nr] = _add(slot.get(nr), g)
+        deps[nxt] -= 1
+        if deps[nxt] == 0:
+            ready.append(nxt)
+

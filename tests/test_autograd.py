@@ -1,0 +1,354 @@
+"""Eager autograd (docs/autograd.md): every differentiable case of the op table against
+PyTorch's autograd and against finite differences in float64, second order for the
+elementwise, reduction, matmul and normalization families, and the engine's behaviour
+(accumulation, hooks, modes, in-place changes, custom Functions) with PyTorch's errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import zlib
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay.dialects.tp import all_ops
+from tests.opinfo import ALL, OpInfo, to_lib
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (optional oracle)")
+
+
+def test_every_op_has_a_gradient_rule_or_declares_none():
+    missing = sorted(op.name for op in all_ops() if op.differentiable and op.vjp is None)
+    assert not missing, f"differentiable tp ops without a gradient rule (Op.vjp): {missing}"
+
+
+# --- the op table against PyTorch ---------------------------------------------------------------
+
+def _float64_cases():
+    for info in ALL:
+        if tp.float64 in info.dtypes and info.compare_values:
+            yield pytest.param(info, id=info.name)
+
+
+def _samples(info: OpInfo):
+    rng = np.random.default_rng(zlib.crc32(f"{info.name}-grad".encode()))
+    return list(info.samples(rng, tp.float64))
+
+
+def _leaves(lib, args, requires):
+    """The sample's arguments as ``lib`` tensors; float arrays require grad."""
+    out, leaves = [], []
+    for a in args:
+        if isinstance(a, np.ndarray) and a.dtype == np.float64 and requires:
+            t = tp.tensor(a, requires_grad=True) if lib is tp else lib.tensor(a, requires_grad=True)
+            leaves.append(t)
+            out.append(t)
+        elif isinstance(a, (list, tuple)) and any(isinstance(v, np.ndarray) for v in a):
+            inner, more = _leaves(lib, a, requires)
+            out.append(type(a)(inner))
+            leaves += more
+        else:
+            out.append(to_lib(lib, a))
+    return out, leaves
+
+
+def _float_outputs(value):
+    if isinstance(value, (tuple, list)):
+        return [o for v in value for o in _float_outputs(v)]
+    if hasattr(value, "dtype") and hasattr(value, "requires_grad") and value.dtype.is_floating_point:
+        return [value]
+    return []
+
+
+def _loss(lib, outs, seed):
+    """A scalar that weighs every output element by a fixed random cotangent."""
+    rng = np.random.default_rng(seed)
+    total = None
+    for o in outs:
+        w = rng.uniform(0.5, 1.5, size=tuple(o.shape))
+        w = tp.tensor(w, dtype=o.dtype) if lib is tp else lib.tensor(w, dtype=o.dtype)
+        term = (o * w).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def _grads(lib, info, sample, seed):
+    args, leaves = _leaves(lib, sample.args, True)
+    kwargs = {k: to_lib(lib, v) for k, v in sample.kwargs.items()}
+    outs = [o for o in _float_outputs(info.fn(lib, *args, **kwargs)) if o.requires_grad]
+    if not outs or not leaves:
+        return None, leaves
+    _loss(lib, outs, seed).backward()
+    return [None if t.grad is None else t.grad.detach().numpy() for t in leaves], leaves
+
+
+@needs_torch
+@pytest.mark.parametrize("info", list(_float64_cases()))
+def test_gradients_match_pytorch(info):
+    import torch
+
+    checked = 0
+    for k, sample in enumerate(_samples(info)):
+        what = f"{info.name} {sample.desc}"
+        try:
+            theirs, _ = _grads(torch, info, sample, k)
+        except RuntimeError:
+            continue  # PyTorch does not differentiate this case (an in-place op on a leaf, an argument
+            # it has no derivative for): compared where it does
+        ours, _ = _grads(tp, info, sample, k)
+        if theirs is None:
+            assert ours is None or all(g is None for g in ours), f"{what}: PyTorch computes no gradient here"
+            continue
+        if ours is None:  # no path to the arguments: right where PyTorch's gradients are all zero
+            assert all(b is None or not np.any(b) for b in theirs), f"{what}: no gradient, PyTorch has one"
+            continue
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            if b is None or not np.any(b):
+                assert a is None or not np.any(a), f"{what}: argument {i} has a gradient, PyTorch's is none/zero"
+                continue
+            assert a is not None, f"{what}: argument {i} has no gradient"
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8, equal_nan=True, err_msg=f"{what}: argument {i}")
+        checked += 1
+    if checked == 0:
+        pytest.skip(f"{info.name}: no sample PyTorch differentiates")
+
+
+# --- finite differences, no PyTorch -------------------------------------------------------------
+
+#: cases checked against central differences (smooth at the samples)
+FD_CASES = ["add", "mul", "div", "exp", "log", "sin", "tanh", "sigmoid", "sqrt", "pow", "sum", "mean", "prod",
+            "var", "logsumexp", "softmax", "log_softmax", "matmul", "layer_norm", "cumsum", "gelu", "silu", "atan2"]
+
+
+def _fd_cases():
+    by_name = {info.name: info for info in ALL}
+    for name in FD_CASES:
+        if name in by_name:
+            yield pytest.param(by_name[name], id=name)
+
+
+@pytest.mark.parametrize("info", list(_fd_cases()))
+def test_gradients_match_finite_differences(info):
+    eps = 1e-6
+    for k, sample in enumerate(_samples(info)[:3]):
+        got, leaves = _grads(tp, info, sample, k)
+        if got is None:
+            continue
+
+        def loss_at(values):
+            it = iter(values)
+            args = [next(it) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a for a in sample.args]
+            with tp.no_grad():
+                outs = _float_outputs(info.fn(tp, *to_lib(tp, args), **sample.kwargs))
+                return float(_loss(tp, outs, k).item())
+
+        base = [t.detach().numpy().copy() for t in leaves]
+        for i, g in enumerate(got):
+            if base[i].size > 40:
+                continue
+            numeric = np.zeros_like(base[i])
+            for j in range(base[i].size):
+                up = [b.copy() for b in base]
+                down = [b.copy() for b in base]
+                up[i].flat[j] += eps
+                down[i].flat[j] -= eps
+                numeric.flat[j] = (loss_at(up) - loss_at(down)) / (2 * eps)
+            np.testing.assert_allclose(g if g is not None else 0.0, numeric, rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{info.name} {sample.desc}: argument {i}")
+
+
+# --- second order -------------------------------------------------------------------------------
+
+@needs_torch
+@pytest.mark.parametrize("family", ["elementwise", "reduction", "matmul", "normalization"])
+def test_second_order_gradients_match_pytorch(family):
+    import torch
+
+    def f(lib, x, w):
+        F = lib.nn.functional
+        if family == "elementwise":
+            return ((x.tanh() * x.exp()) / (1 + x * x) + x.sigmoid() ** 2).sum()
+        if family == "reduction":
+            return (x.logsumexp(1) * x.mean(0).sum()).sum() + x.var(1).sum() + x.prod(0).sum()
+        if family == "matmul":
+            return ((x @ w).tanh() @ w.transpose(0, 1)).sum()
+        return (F.layer_norm(x, (x.shape[-1],)).softmax(-1) * F.log_softmax(x, -1)).sum()
+
+    rng = np.random.default_rng(3)
+    xv, wv = rng.uniform(0.5, 1.5, (3, 4)), rng.uniform(-1, 1, (4, 4))
+    results = []
+    for lib in (tp, torch):
+        x, w = lib.tensor(xv, requires_grad=True), lib.tensor(wv, requires_grad=True)
+        gx, gw = lib.autograd.grad(f(lib, x, w), (x, w), create_graph=True, allow_unused=True)
+        total = (gx * gx).sum() + (0 if gw is None else (gw * gw).sum())
+        hx, hw = lib.autograd.grad(total, (x, w), allow_unused=True)
+        results.append([None if h is None else h.detach().numpy() for h in (hx, hw)])
+    for ours, theirs in zip(*results):
+        if theirs is None:
+            assert ours is None or not np.any(ours)
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-9)
+
+
+# --- the engine ---------------------------------------------------------------------------------
+
+def test_gradients_accumulate_and_leaves_report_it():
+    x = tp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    assert x.is_leaf and not y.is_leaf and y.grad_fn.name() == "MulBackward0" and y.requires_grad
+    y.sum().backward()
+    first = x.grad
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [5.0, 7.0, 9.0])
+    assert x.grad is first  # accumulated in place, as PyTorch
+    assert not x.grad.requires_grad
+
+
+def test_backward_errors_are_pytorchs():
+    x = tp.tensor([1.0, 2.0], requires_grad=True)
+    y = (x.exp() * 2).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="does not require grad and does not have a grad_fn"):
+        tp.tensor([1.0]).sum().backward()
+    with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"):
+        x.numpy()
+    with pytest.raises(RuntimeError, match="only Tensors of floating point"):
+        tp.tensor([1, 2]).requires_grad_()
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.add_(1)
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        (x * 2).requires_grad = False
+
+
+def test_retain_graph_allows_a_second_backward():
+    x = tp.tensor([1.0, 2.0], dtype=tp.float64, requires_grad=True)
+    y = (x.sin() * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    want = 2 * (np.cos([1.0, 2.0]) * [1.0, 2.0] + np.sin([1.0, 2.0]))
+    np.testing.assert_allclose(x.grad.numpy(), want)
+
+
+def test_a_saved_tensor_changed_in_place_is_pytorchs_error():
+    x = tp.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    y = h * h  # saves h
+    h.add_(1)
+    assert h._version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"):
+        y.sum().backward()
+
+
+def test_in_place_ops_on_non_leaves_are_differentiated():
+    x = tp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x * 1
+    h.mul_(x)  # h = x * x, recorded in place
+    h[1] = h[1] * 10
+    h.masked_fill_(tp.tensor([False, False, True]), 0.0)
+    h.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 40.0, 0.0])
+
+
+def test_setitem_and_index_put_send_gradients_to_both_sides():
+    x = tp.tensor(np.arange(6, dtype=np.float64).reshape(2, 3), requires_grad=True)
+    v = tp.tensor([7.0, 8.0], requires_grad=True)
+    y = x * 1
+    y[:, 1] = v * 2
+    (y * tp.tensor(np.arange(1.0, 7.0).reshape(2, 3))).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[1.0, 0.0, 3.0], [4.0, 0.0, 6.0]])
+    np.testing.assert_allclose(v.grad.numpy(), [4.0, 10.0])
+
+
+def test_hooks_retain_grad_and_detach():
+    x = tp.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    h = x * 3
+    h.retain_grad()
+    handle = h.register_hook(lambda g: seen.append(g.detach().numpy().copy()) or g * 2)
+    x.register_hook(lambda g: g + 1)
+    (h * h).sum().backward()
+    np.testing.assert_allclose(seen[0], [6.0, 12.0])
+    np.testing.assert_allclose(h.grad.numpy(), [12.0, 24.0])  # retain_grad sees the hooked gradient (last)
+    np.testing.assert_allclose(x.grad.numpy(), [37.0, 73.0])  # 3 * (2 * g) + 1
+    handle.remove()
+    d = h.detach()
+    assert not d.requires_grad and d.is_leaf and d.grad_fn is None
+    h2 = x * 2
+    h2.detach_()
+    assert h2.grad_fn is None and not h2.requires_grad
+
+
+def test_grad_modes_as_context_managers_and_decorators():
+    x = tp.tensor([1.0], requires_grad=True)
+    with tp.no_grad():
+        assert not (x * 2).requires_grad
+        with tp.enable_grad():
+            assert (x * 2).requires_grad
+    with tp.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    with tp.inference_mode():
+        assert not (x * 2).requires_grad and tp.is_inference_mode_enabled()
+
+    @tp.no_grad()
+    def f(t):
+        return t * 2
+
+    assert not f(x).requires_grad and (x * 2).requires_grad
+
+
+def test_autograd_grad_leaves_dot_grad_alone_and_reports_unused():
+    x = tp.tensor([1.0, 2.0], requires_grad=True)
+    z = tp.tensor([1.0], requires_grad=True)
+    (gx,) = tp.autograd.grad((x * x).sum(), x)
+    np.testing.assert_allclose(gx.numpy(), [2.0, 4.0])
+    assert x.grad is None
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        tp.autograd.grad((x * 2).sum(), (x, z))
+    gx, gz = tp.autograd.grad((x * 2).sum(), (x, z), allow_unused=True)
+    assert gz is None
+    gx, gz = tp.autograd.grad((x * 2).sum(), (x, z), materialize_grads=True)
+    np.testing.assert_allclose(gz.numpy(), [0.0])
+
+
+def test_custom_functions_run_their_backward():
+    class Cube(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x ** 3 * scale, (x > 0)
+
+        @staticmethod
+        def backward(ctx, g, _mask_grad):
+            (x,) = ctx.saved_tensors
+            assert ctx.needs_input_grad == (True, False)
+            return 3 * x * x * ctx.scale * g, None
+
+    x = tp.tensor([1.0, -2.0], requires_grad=True)
+    y, mask = Cube.apply(x, 2.0)
+    assert y.grad_fn.name() == "CubeBackward" and not mask.requires_grad
+    (y.sum() + x.sum()).backward()
+    np.testing.assert_allclose(x.grad.numpy(), [7.0, 25.0])
+
+
+def test_broadcast_and_promoted_operands_get_gradients_in_their_own_shape_and_dtype():
+    a = tp.tensor(np.ones((3, 1)), dtype=tp.float32, requires_grad=True)
+    b = tp.tensor(np.ones(4), dtype=tp.float64, requires_grad=True)
+    (a * b).sum().backward()
+    assert a.grad.shape == (3, 1) and a.grad.dtype is tp.float32
+    assert b.grad.shape == (4,) and b.grad.dtype is tp.float64
+    np.testing.assert_allclose(a.grad.numpy(), np.full((3, 1), 4.0))
+    np.testing.assert_allclose(b.grad.numpy(), np.full(4, 3.0))
+
+
+def test_integer_results_and_comparisons_carry_no_gradient():
+    x = tp.tensor([1.0, -2.0], requires_grad=True)
+    assert not (x > 0).requires_grad and not x.argmax().requires_grad
+    assert (x.to(tp.float32)).requires_grad and not x.to(tp.int64).requires_grad
