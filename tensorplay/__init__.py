@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
-from . import nn
+from . import autograd, nn, optim
 from ._device import device
 from ._grad_mode import (
     enable_grad,

@@ -141,7 +141,10 @@ def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
         suffixes.append(f"device='{t.device}'")
     if dtype not in (dt.get_default_dtype(), dt.int64, dt.bool_):
         suffixes.append(f"dtype={dtype!r}")
-    if getattr(t, "requires_grad", False):
+    fn = getattr(t, "_grad_fn", None)
+    if fn is not None:
+        suffixes.append(f"grad_fn=<{fn.name()}>")
+    elif getattr(t, "requires_grad", False):
         suffixes.append("requires_grad=True")
     text = prefix + body
     for s in suffixes:

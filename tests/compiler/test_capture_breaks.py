@@ -60,7 +60,7 @@ def _np_function(x):
 CASES = [
     (_item, "Tensor.item() needs the value of a captured tensor", "return y.sum().item()"),
     (_bool, "bool(tensor) needs the value of a captured tensor", "if y.sum() > 0:"),
-    (_numpy, "Tensor.detach().numpy() needs the value of a captured tensor", "return (x * 3).detach().numpy()"),
+    (_numpy, "Tensor.numpy() needs the value of a captured tensor", "return (x * 3).detach().numpy()"),
     (_tolist, "Tensor.tolist() needs the value of a captured tensor", "return (x - 1).tolist()"),
     (_print, "print(tensor) needs the value of a captured tensor", "print(x * 5)"),
     (_repr, "repr(tensor) needs the value of a captured tensor", "return repr(x + 1)"),

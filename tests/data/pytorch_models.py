@@ -79,3 +79,16 @@ class SmallCNN(nn.Module):
         x = F.relu(self.conv2(x))
         x = torch.flatten(x, 1)
         return F.log_softmax(self.fc(x), dim=1)
+
+
+class MLP(nn.Module):
+    def __init__(self, dims=(12, 32, 32, 5)):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+        self.norm = nn.LayerNorm(dims[1])
+
+    def forward(self, x):
+        x = self.norm(F.gelu(self.layers[0](x)))
+        for layer in self.layers[1:-1]:
+            x = F.silu(layer(x))
+        return self.layers[-1](x)

@@ -1,0 +1,184 @@
+"""The optimizer base: parameter groups, ``zero_grad``, ``state_dict`` in PyTorch's layout."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._grad_mode import no_grad
+from .._tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required: Any = _Required()
+
+
+class Optimizer:
+    """Base of the optimizers: ``params`` is an iterable of tensors or of dicts (parameter
+    groups with their own options); ``defaults`` holds the options groups do not set.
+
+    Updates run as tp ops under ``no_grad`` on each parameter's device; per-parameter state
+    (momentum buffers, moments) lives in ``state[param]`` on the same device."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
+        self.defaults = defaults
+        self.state: dict[Tensor, dict[str, Any]] = _IdentityDict()
+        self.param_groups: list[dict[str, Any]] = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines) + "\n)"
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own options (the defaults fill the rest)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        params = group["params"]
+        group["params"] = [params] if isinstance(params, Tensor) else list(params)
+        for p in group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient (to None by default, as PyTorch)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    with no_grad():
+                        p.grad = p.grad.detach().zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            from .._grad_mode import enable_grad
+
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update(group)
+        return loss
+
+    def _update(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} defines its update")  # every optimizer here does
+
+    # -- state_dict ----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``, the
+        parameters numbered in group order, as PyTorch."""
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            numbered = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                numbered.append(index[id(p)])
+            groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": numbered})
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore options and per-parameter state saved by :meth:`state_dict` (from this
+        library or PyTorch's layout), moved to each parameter's device and dtype."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, saved in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(saved["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+        by_index = {i: p for mine, saved in zip(self.param_groups, groups) for i, p in zip(saved["params"], mine["params"])}
+        self.state = _IdentityDict()
+        for i, entries in state_dict["state"].items():
+            p = by_index[int(i)]
+            self.state[p] = {k: _placed(v, p, k) for k, v in entries.items()}
+        for mine, saved in zip(self.param_groups, groups):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = copy.deepcopy(v)
+
+
+def _placed(value: Any, p: Tensor, key: str) -> Any:
+    """A state entry as a tensor on ``p``'s device (and dtype, except the step count)."""
+    from ..ops.creation import tensor
+
+    if not isinstance(value, Tensor):
+        if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
+            import numpy as np
+
+            value = tensor(np.asarray(value.detach().cpu().float().numpy() if key != "step" else value.item()))
+        else:
+            return value
+    if key == "step":
+        return value.detach().clone()
+    return value.detach().to(p.device).to(p.dtype).clone()
+
+
+class _IdentityDict(dict):
+    """A dict keyed by tensor identity (tensors compare elementwise, so they do not hash by value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._keys: dict[int, Tensor] = {}
+
+    def __getitem__(self, p: Tensor) -> Any:
+        return super().__getitem__(id(p))
+
+    def __setitem__(self, p: Tensor, value: Any) -> None:
+        self._keys[id(p)] = p
+        super().__setitem__(id(p), value)
+
+    def __contains__(self, p: object) -> bool:
+        return super().__contains__(id(p))
+
+    def get(self, p: Tensor, default: Any = None) -> Any:
+        return super().get(id(p), default)
+
+    def setdefault(self, p: Tensor, default: Any = None) -> Any:
+        if p not in self:
+            self[p] = default
+        return self[p]
+
+    def items(self) -> Any:  # type: ignore[override]
+        return [(self._keys[k], v) for k, v in super().items()]
+
+    def keys(self) -> Any:  # type: ignore[override]
+        return [self._keys[k] for k in super().keys()]
+
+    def __iter__(self) -> Any:
+        return iter(self.keys())

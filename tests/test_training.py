@@ -1,0 +1,177 @@
+"""Training eagerly: the import-swap models (tests/data/pytorch_models.py, written for PyTorch)
+take 20 optimizer steps from PyTorch's initial weights on the same data, on tensorplay and on
+PyTorch, and give the same losses and parameters within float32 tolerance; the optimizers'
+and schedules' own behaviour (state_dict layout, parameter groups, lr values) against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tests.test_import_swap import SOURCE, SWAPPED, _load
+
+torch = pytest.importorskip("torch")
+
+STEPS = 20
+
+
+def _data(model: str, rng: np.random.Generator):
+    if model == "MLP":
+        return rng.standard_normal((16, 12)).astype(np.float32), rng.integers(0, 5, 16)
+    if model == "TinyGPT":
+        idx = rng.integers(0, 50, (2, 8))
+        return idx, np.roll(idx, -1, axis=1)
+    return rng.standard_normal((4, 3, 16, 16)).astype(np.float32), rng.integers(0, 10, 4)
+
+
+def _loss(lib, model: str, net, x, y):
+    F = lib.nn.functional
+    if model == "TinyGPT":
+        return net(x, y)[1]
+    if model == "SmallCNN":
+        return F.nll_loss(net(x), y)
+    return F.cross_entropy(net(x), y, label_smoothing=0.1)
+
+
+OPTIMIZERS = {
+    "sgd": lambda lib, p: lib.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4),
+    "adamw": lambda lib, p: lib.optim.AdamW(p, lr=3e-3, weight_decay=0.05, amsgrad=True),
+}
+
+
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+@pytest.mark.parametrize("model", ["MLP", "TinyGPT", "SmallCNN"])
+def test_twenty_steps_match_pytorch(model, opt):
+    ours_mod, theirs_mod = _load(SWAPPED, "tp_models"), _load(SOURCE, "torch_models")
+    torch.manual_seed(0)
+    # eval(): dropout draws differ between the libraries' generators; gradients flow all the same
+    theirs = getattr(theirs_mod, model)().eval()
+    ours = getattr(ours_mod, model)().eval()
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    o_opt, t_opt = OPTIMIZERS[opt](tp, ours.parameters()), OPTIMIZERS[opt](torch, theirs.parameters())
+    rng = np.random.default_rng(1)
+    for step in range(STEPS):
+        x, y = _data(model, rng)
+        o_opt.zero_grad()
+        t_opt.zero_grad()
+        o_loss = _loss(tp, model, ours, tp.tensor(x), tp.tensor(y))
+        t_loss = _loss(torch, model, theirs, torch.from_numpy(x), torch.from_numpy(y))
+        o_loss.backward()
+        t_loss.backward()
+        o_opt.step()
+        t_opt.step()
+        assert o_loss.item() == pytest.approx(t_loss.item(), rel=2e-4, abs=1e-5), f"step {step}"
+    theirs_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        a, b = p.detach().numpy(), theirs_params[name].detach().numpy()
+        if opt == "adamw" and name.endswith("attn.c_attn.bias"):
+            # the key bias shifts every score of a query equally, so softmax makes its exact
+            # gradient 0: both libraries get rounding noise (~1e-9), which Adam scales up to
+            # full-size steps in unrelated directions; the query and value biases must agree
+            n = a.shape[0] // 3
+            a, b = np.delete(a, np.s_[n:2 * n]), np.delete(b, np.s_[n:2 * n])
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("name,make", [
+    ("SGD", lambda lib, p: lib.optim.SGD(p, lr=0.1, momentum=0.5, dampening=0.2)),
+    ("SGD-maximize", lambda lib, p: lib.optim.SGD(p, lr=0.1, maximize=True)),
+    ("Adam", lambda lib, p: lib.optim.Adam(p, lr=0.01, weight_decay=0.1)),
+    ("RMSprop", lambda lib, p: lib.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True, weight_decay=0.01)),
+    ("RMSprop-plain", lambda lib, p: lib.optim.RMSprop(p, lr=0.01)),
+])
+def test_updates_and_state_dicts_match_pytorch(name, make):
+    rng = np.random.default_rng(2)
+    w0, b0 = rng.standard_normal((3, 4)), rng.standard_normal(3)
+    params = {}
+    for lib in (tp, torch):
+        w, b = lib.tensor(w0, requires_grad=True), lib.tensor(b0, requires_grad=True)
+        opt = make(lib, [{"params": [w]}, {"params": [b], "lr": 0.02}])
+        for k in range(5):
+            opt.zero_grad()
+            x = lib.tensor(np.sin(np.arange(4.0) + k))
+            (((w @ x + b) ** 2).sum()).backward()
+            opt.step()
+        params[lib.__name__] = (w, b, opt.state_dict())
+    (ow, ob, ostate), (tw, tb, tstate) = params["tensorplay"], params["torch"]
+    np.testing.assert_allclose(ow.detach().numpy(), tw.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(ob.detach().numpy(), tb.detach().numpy(), rtol=1e-10)
+    assert [g["params"] for g in ostate["param_groups"]] == [g["params"] for g in tstate["param_groups"]]
+    assert {k for g in ostate["param_groups"] for k in g} <= {k for g in tstate["param_groups"] for k in g}
+    assert sorted(ostate["state"]) == sorted(tstate["state"])
+    for i, entries in tstate["state"].items():
+        assert sorted(ostate["state"][i]) == sorted(entries), (i, sorted(entries))
+        for key, value in entries.items():
+            np.testing.assert_allclose(np.asarray(ostate["state"][i][key].detach().numpy()),
+                                       value.detach().numpy(), rtol=1e-10, err_msg=key)
+
+
+def test_load_state_dict_resumes_the_same_trajectory():
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal(5)
+
+    def run(steps, w, opt):
+        for k in range(steps):
+            opt.zero_grad()
+            ((w * tp.tensor(np.cos(np.arange(5.0) + k))).exp().sum()).backward()
+            opt.step()
+
+    w = tp.tensor(w0, requires_grad=True)
+    opt = tp.optim.Adam([w], lr=0.05)
+    run(6, w, opt)
+    straight = w.detach().numpy().copy()
+    w2 = tp.tensor(w0, requires_grad=True)
+    opt2 = tp.optim.Adam([w2], lr=0.05)
+    run(3, w2, opt2)
+    saved = opt2.state_dict()
+    w3 = tp.tensor(w2.detach().numpy(), requires_grad=True)
+    opt3 = tp.optim.Adam([w3], lr=0.5)
+    opt3.load_state_dict(saved)
+    assert opt3.param_groups[0]["lr"] == 0.05
+    for k in range(3, 6):
+        opt3.zero_grad()
+        ((w3 * tp.tensor(np.cos(np.arange(5.0) + k))).exp().sum()).backward()
+        opt3.step()
+    np.testing.assert_allclose(w3.detach().numpy(), straight, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["StepLR", "LambdaLR", "CosineAnnealingLR", "LinearLR", "SequentialLR"])
+def test_schedules_give_pytorchs_learning_rates(name):
+    def make(lib, opt):
+        S = lib.optim.lr_scheduler
+        if name == "StepLR":
+            return S.StepLR(opt, step_size=3, gamma=0.5)
+        if name == "LambdaLR":
+            return S.LambdaLR(opt, lambda e: 0.9 ** e)
+        if name == "CosineAnnealingLR":
+            return S.CosineAnnealingLR(opt, T_max=7, eta_min=0.01)
+        if name == "LinearLR":
+            return S.LinearLR(opt, start_factor=0.2, total_iters=4)
+        return S.SequentialLR(opt, [S.LinearLR(opt, start_factor=0.1, total_iters=3),
+                                    S.CosineAnnealingLR(opt, T_max=10)], milestones=[3])
+
+    lrs = {}
+    for lib in (tp, torch):
+        w = lib.tensor([1.0], requires_grad=True)
+        opt = lib.optim.SGD([w], lr=0.1)
+        sched = make(lib, opt)
+        seen = []
+        for _ in range(20):
+            opt.step()
+            sched.step()
+            seen.append(opt.param_groups[0]["lr"])
+        lrs[lib.__name__] = seen
+    np.testing.assert_allclose(lrs["tensorplay"], lrs["torch"], rtol=1e-12)
+
+
+def test_optimizer_errors_are_pytorchs():
+    w = tp.tensor([1.0], requires_grad=True)
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        tp.optim.SGD([w], lr=-1)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        tp.optim.Adam([])
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        tp.optim.SGD([{"params": [w]}, {"params": [w]}], lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        tp.optim.SGD([w * 2], lr=0.1)
