@@ -11,6 +11,7 @@ import builtins
 
 from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
 from . import autograd, nn, optim
+from .serialization import load, save
 from ._device import device
 from ._grad_mode import (
     enable_grad,

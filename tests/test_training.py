@@ -175,3 +175,68 @@ def test_optimizer_errors_are_pytorchs():
         tp.optim.SGD([{"params": [w]}, {"params": [w]}], lr=0.1)
     with pytest.raises(ValueError, match="non-leaf"):
         tp.optim.SGD([w * 2], lr=0.1)
+
+
+def test_clip_grad_norm_and_value_match_pytorch():
+    rng = np.random.default_rng(4)
+    grads = [rng.standard_normal((3, 4)) * 5, rng.standard_normal(6)]
+    for norm_type, max_norm in ((2.0, 1.0), (1.0, 3.0), (float("inf"), 0.5), (2.0, 1e3)):
+        out = {}
+        for lib in (tp, torch):
+            params = [lib.tensor(np.zeros_like(g), requires_grad=True) for g in grads]
+            for p, g in zip(params, grads):
+                p.grad = lib.tensor(g)
+            total = lib.nn.utils.clip_grad_norm_(params, max_norm, norm_type=norm_type)
+            out[lib.__name__] = (float(total), [p.grad.detach().numpy().copy() for p in params])
+        assert out["tensorplay"][0] == pytest.approx(out["torch"][0], rel=1e-6)
+        for a, b in zip(out["tensorplay"][1], out["torch"][1]):
+            np.testing.assert_allclose(a, b, rtol=1e-6)
+    p = tp.tensor([0.0, 0.0], requires_grad=True)
+    p.grad = tp.tensor([3.0, -7.0])
+    tp.nn.utils.clip_grad_value_([p], 2.5)
+    np.testing.assert_allclose(p.grad.numpy(), [2.5, -2.5])
+    p.grad = tp.tensor([float("nan"), 1.0])
+    with pytest.raises(RuntimeError, match="non-finite"):
+        tp.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+
+
+def test_save_and_load_round_trip_state_dicts_without_pickle(tmp_path):
+    state = {"model": {"w": tp.tensor(np.arange(6.0).reshape(2, 3)), "b16": tp.tensor([1.5, 2.0], dtype=tp.bfloat16),
+                       "step": tp.tensor(3.0), "idx": tp.tensor([1, 2], dtype=tp.int64)},
+             "optimizer": {"state": {0: {"exp_avg": tp.zeros(2)}}, "param_groups": [{"lr": 0.1, "betas": (0.9, 0.99),
+                                                                                    "params": [0]}]},
+             "nan": float("nan"), "name": "run", "none": None}
+    path = tmp_path / "ckpt.tp"
+    tp.save(state, path)
+    got = tp.load(path)
+    assert got["optimizer"]["param_groups"][0]["betas"] == (0.9, 0.99)  # tuples stay tuples
+    assert list(got["optimizer"]["state"]) == [0]  # int keys stay ints
+    assert np.isnan(got["nan"]) and got["name"] == "run" and got["none"] is None
+    for k, v in state["model"].items():
+        assert got["model"][k].dtype is v.dtype and got["model"][k].shape == v.shape, k
+        np.testing.assert_array_equal(got["model"][k].numpy().astype(np.float64), v.numpy().astype(np.float64))
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        assert sorted(n for n in z.namelist() if not n.startswith("tensors/")) == ["tensorplay.json"]
+    with pytest.raises(TypeError, match="checkpoints hold tensors"):
+        tp.save({"f": object()}, tmp_path / "bad.tp")
+    assert not (tmp_path / "bad.tp").exists()
+    (tmp_path / "junk.tp").write_bytes(b"\x80\x04not a zip")
+    with pytest.raises(ValueError, match="not a tensorplay checkpoint"):
+        tp.load(tmp_path / "junk.tp")
+
+
+def test_the_training_example_lowers_the_loss_and_resumes_exactly(tmp_path):
+    import io
+
+    from tensorplay.examples import train_gpt
+
+    log = io.StringIO()
+    straight = train_gpt.train(steps=24, checkpoint=None, log=log, sample_chars=20)
+    assert np.mean(straight["losses"][-4:]) < np.mean(straight["losses"][:4]) - 0.3
+    assert "step   10/24" in log.getvalue() and "sample: 'the " in log.getvalue()
+    ckpt = tmp_path / "gpt.tp"
+    train_gpt.train(steps=24, checkpoint=str(ckpt), log=io.StringIO(), sample_chars=1, stop_at=12)
+    resumed = train_gpt.train(steps=24, checkpoint=str(ckpt), resume=True, log=io.StringIO(), sample_chars=20)
+    np.testing.assert_allclose(resumed["losses"], straight["losses"][12:], rtol=1e-5)

@@ -108,12 +108,13 @@ def _extremum(op: str, input: Any, dim: Any, keepdim: bool, other: Any) -> Any:
     if dim is None:
         return apply(reduce_op, x)
     d = _single_dim(op, dim)
+    if not tracking(x):
+        return result(apply(reduce_op, x, dims=(d,), keepdim=keepdim), apply(arg_op, x, dim=d, keepdim=keepdim))
+    # the gradient goes to the element the index names, as PyTorch's max(dim)
     index = apply(arg_op, x, dim=d, keepdim=keepdim)
-    if tracking(x):  # the gradient goes to the element the index names, as PyTorch's max(dim)
-        at = index if keepdim or x.ndim == 0 else S.unsqueeze(index, d)
-        values = apply("tp.gather", x, at, dim=d) if x.ndim else x
-        return result(values if keepdim or x.ndim == 0 else S.squeeze(values, d), index)
-    return result(apply(reduce_op, x, dims=(d,), keepdim=keepdim), index)
+    at = index if keepdim or x.ndim == 0 else S.unsqueeze(index, d)
+    values = apply("tp.gather", x, at, dim=d) if x.ndim else x
+    return result(values if keepdim or x.ndim == 0 else S.squeeze(values, d), index)
 
 
 def max(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001

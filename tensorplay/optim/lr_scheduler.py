@@ -58,10 +58,24 @@ class LRScheduler:
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)}
+        """The schedule's numbers (not the optimizer, not functions), as PyTorch."""
+        out = {}
+        for k, v in self.__dict__.items():
+            if k in ("optimizer", "lr_lambdas", "_schedulers") or callable(v):
+                continue
+            out[k] = v
+        if "_schedulers" in self.__dict__:
+            out["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
+        state = dict(state_dict)
+        nested = state.pop("_schedulers", None)
+        state.pop("lr_lambdas", None)
+        self.__dict__.update(state)
+        if nested is not None:
+            for s, saved in zip(self._schedulers, nested):
+                s.load_state_dict(saved)
 
     def _lrs(self) -> list[float]:
         return [group["lr"] for group in self.optimizer.param_groups]
