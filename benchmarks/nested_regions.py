@@ -50,10 +50,10 @@ def measure(n_layer: int, region: bool, backend: str) -> dict:
     if region:
         block_cls.forward = tpc.nested_compile_region(block_cls.forward)
     idx = tp.tensor(np.random.default_rng(0).integers(0, 61, (2, 16)))
-    expected = model(idx)[0].numpy()
+    expected = model(idx)[0].detach().numpy()
     compiled = tpc.compile(model, backend=backend, fullgraph=True, name=f"gpt{n_layer}{'r' if region else ''}")
     start = time.perf_counter()
-    out = compiled(idx)[0].numpy()
+    out = compiled(idx)[0].detach().numpy()
     first = time.perf_counter() - start
     runs = []
     for _ in range(20):

@@ -352,3 +352,61 @@ def test_integer_results_and_comparisons_carry_no_gradient():
     x = tp.tensor([1.0, -2.0], requires_grad=True)
     assert not (x > 0).requires_grad and not x.argmax().requires_grad
     assert (x.to(tp.float32)).requires_grad and not x.to(tp.int64).requires_grad
+
+
+@pytest.mark.iree
+def test_compiled_calls_require_grad_like_eager_and_refuse_backward_clearly():
+    model = tp.nn.Linear(4, 3)
+    compiled = tp.compile(model)
+    x = tp.randn(2, 4)
+    y = compiled(x)
+    assert y.requires_grad and y.grad_fn is not None
+    with pytest.raises(RuntimeError, match="backward through the compiled graph .* not supported yet.*eagerly"):
+        y.sum().backward()
+    with tp.no_grad():
+        z = compiled(x)
+    assert not z.requires_grad
+    np.testing.assert_allclose(z.numpy(), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+    def broken(a):  # a graph break: the segments' results are refused the same way
+        b = a * 2
+        return b.exp() if b.sum().item() > 0 else b
+
+    r = tp.compile(broken)(tp.ones(3, requires_grad=True))
+    with pytest.raises(RuntimeError, match="not supported yet"):
+        r.sum().backward()
+    tp.compiler.reset()
+
+
+DEVICE_BACKENDS = {"iree-vulkan": "vulkan", "iree-cuda": "cuda"}
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", list(DEVICE_BACKENDS))
+def test_training_on_a_device_matches_the_host(backend):
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(f"{backend} is unavailable here: {caps.reason}")
+    dev = DEVICE_BACKENDS[backend]
+    results = {}
+    for where in ("cpu", dev):
+        tp.manual_seed(0)
+        net = tp.nn.Sequential(tp.nn.Conv2d(1, 4, 3, padding=1), tp.nn.ReLU(), tp.nn.MaxPool2d(2),
+                               tp.nn.Flatten(), tp.nn.Linear(4 * 4 * 4, 3)).to(where)
+        opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+        rng = np.random.default_rng(0)
+        losses = []
+        for _ in range(3):
+            x = tp.tensor(rng.standard_normal((2, 1, 8, 8)).astype(np.float32)).to(where)
+            y = tp.tensor(rng.integers(0, 3, 2)).to(where)
+            loss = tp.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        p = next(iter(net.parameters()))
+        assert p.grad.device.type == where and opt.state[p]["exp_avg"].device.type == where
+        results[where] = (losses, [q.detach().cpu().numpy() for q in net.parameters()])
+    np.testing.assert_allclose(results[dev][0], results["cpu"][0], rtol=1e-4, atol=1e-5)
+    for a, b in zip(results[dev][1], results["cpu"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)

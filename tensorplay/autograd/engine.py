@@ -98,6 +98,7 @@ class Node:
         self.needs_input_grad = tuple(e is not None for e in self.next_functions)
         self.input_meta = tuple(None if o is None else (tuple(o.shape), o.dtype) for o in operands)
         self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
+        self.output_devices = tuple(o.device for o in outputs)
         self._inputs: tuple | None = tuple(None if o is None else _Saved(o) for o in operands)
         self._outputs: tuple | None = tuple(_Saved(o, True) for o in outputs)
         self._pre_hooks: dict[int, list] = {}
@@ -157,10 +158,11 @@ class Node:
 
         return apply(name, *operands, **attrs)
 
-    def zeros(self, shape: Sequence[int], dtype: Any, like: Any = None) -> Any:
+    def zeros(self, shape: Sequence[int], dtype: Any, like: Any = None, device: Any = None) -> Any:
+        """Zeros on ``like``'s device (or ``device``)."""
         from ..ops.creation import zeros
 
-        return zeros(*shape, dtype=dtype, device=None if like is None else like.device)
+        return zeros(*shape, dtype=dtype, device=like.device if like is not None else device)
 
     def release(self) -> None:
         self._inputs = self._outputs = None
@@ -203,6 +205,56 @@ class AccumulateGrad:
 
     def release(self) -> None:
         pass
+
+
+class NoBackward:
+    """The ``grad_fn`` of a result whose backward cannot run: it requires grad as eager's
+    result would, and backward through it raises ``why``."""
+
+    def __init__(self, name: str, why: str, outputs: int = 1):
+        self._name = name
+        self.why = why
+        self.next_functions: tuple = ()
+        self.needs_input_grad: tuple = ()
+        self.output_meta: tuple = ()
+        self._pre_hooks: dict = {}
+        self._hooks: list = []
+        self._retained: dict = {}
+
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"<{self._name} object at {id(self):#x}>"
+
+    def register_hook(self, hook: Callable) -> RemovableHandle:
+        self._hooks.append(hook)
+        return RemovableHandle(self._hooks, hook)
+
+    def release(self) -> None:
+        pass
+
+    def apply(self, grads: list) -> tuple:
+        raise RuntimeError(self.why)
+
+
+def mark_no_backward(value: Any, name: str, why: str) -> None:
+    """Give every floating-point tensor in ``value`` (a tensor or nested tuples/lists/dicts)
+    a :class:`NoBackward` grad_fn."""
+    from .._tensor import Tensor
+
+    node = NoBackward(name, why)
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Tensor):
+            if v.dtype.is_floating_point and v._grad_fn is None:
+                v._requires_grad = True
+                v._grad_fn = node
+        elif isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
 
 
 def _edge(t: Any) -> tuple | None:
@@ -332,6 +384,8 @@ def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accu
             key = capture.get((node, nr))
             if key is not None:
                 captured[key] = _add(captured.get(key), g)
+    if isinstance(node, NoBackward):
+        node.apply([])
     if isinstance(node, AccumulateGrad):
         g = grads.get(0)
         if accumulate and g is not None:
@@ -354,7 +408,8 @@ def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accu
             if g is None:
                 shape, dtype = node.output_meta[i]
                 if dtype.is_floating_point:
-                    full[i] = node.zeros(shape, dtype)
+                    devices = getattr(node, "output_devices", None)
+                    full[i] = node.zeros(shape, dtype, device=None if devices is None else devices[i])
         for hook in list(node._pre_hooks.get(-1, ())):
             new = hook(tuple(full))
             if new is not None:

@@ -107,10 +107,10 @@ class _FunctionNode:
         self._hooks.append(hook)
         return RemovableHandle(self._hooks, hook)
 
-    def zeros(self, shape: Any, dtype: Any, like: Any = None) -> Any:
+    def zeros(self, shape: Any, dtype: Any, like: Any = None, device: Any = None) -> Any:
         from ..ops.creation import zeros
 
-        return zeros(*shape, dtype=dtype)
+        return zeros(*shape, dtype=dtype, device=like.device if like is not None else device)
 
     def release(self) -> None:
         self.ctx._saved = None

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
+from ..autograd.engine import mark_no_backward
 from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
@@ -66,6 +68,22 @@ SEGMENTED = "segmented"
 
 # -- cache entries -----------------------------------------------------------------------------
 
+_NO_BACKWARD = ("backward through the compiled graph {name!r} is not supported yet: tp.compile does not "
+                "build backward graphs (compiled training is not implemented). Run the model eagerly for "
+                "training (without tp.compile), or call the compiled model under tp.no_grad() when no "
+                "gradient is needed")
+
+
+def _requires_grad(binding: Any, leaves: list[Any]) -> bool:
+    if isinstance(binding, ArgInput):
+        t = leaves[binding.index]
+    else:
+        t = getattr(binding, "tensor", None)
+        if t is None and getattr(binding, "_weak", None) is not None:
+            t = binding._weak()
+    return bool(getattr(t, "requires_grad", False))
+
+
 class Entry:
     """One specialization: the guards it needs and how to run it.
 
@@ -92,6 +110,10 @@ class Entry:
         self.exact_key = key  # the call key of the capture (key is masked when dynamic)
         self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
         self.shape_guard: ShapeGuard | None = None
+        #: set when the capture had inputs requiring grad under grad mode: the results then
+        #: require grad as eager's do, and backward through them raises (compiled training is
+        #: not implemented)
+        self.no_backward: str | None = None
 
     def failing_guard(self) -> str | None:
         for description, check in self.guards:
@@ -104,6 +126,13 @@ class Entry:
         return None
 
     def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
+        if self.no_backward is not None:
+            result = self._run(leaves, arrays)
+            mark_no_backward(result, self.no_backward, _NO_BACKWARD.format(name=self.name))
+            return result
+        return self._run(leaves, arrays)
+
+    def _run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
         if arrays is None:
             arrays = [b.fetch(leaves) for b in self.bindings]
         outs = self.runner(*arrays) if self.runner is not None else []
@@ -413,7 +442,10 @@ class CompiledFunction:
                 entry.hits += 1
                 if entry.kind == GRAPH:
                     return entry.run(leaves)
-                return self._run_segmented(args, kwargs)
+                result = self._run_segmented(args, kwargs)
+                if entry.no_backward is not None:
+                    mark_no_backward(result, entry.no_backward, _NO_BACKWARD.format(name=entry.name))
+                return result
             return self._capture(args, kwargs, leaves, treedef, key)
 
     def _lookup(self, key: CallKey, leaves: list[Any]) -> Entry | None:
@@ -500,6 +532,10 @@ class CompiledFunction:
                     check.refresh()
             entry = Entry(SEGMENTED, key, self._config, name, guards, keepalive)
             entry.paths = paths
+            if is_grad_enabled() and (any(isinstance(t, Tensor) and t.requires_grad for t in leaves) or
+                                      any(p.requires_grad for _, m in modules for p in m.parameters())):
+                entry.no_backward = f"{name}Backward"
+                mark_no_backward(session.result, entry.no_backward, _NO_BACKWARD.format(name=name))
             group.add(entry)
             return session.result
         return self._install(trace, key, name, guards, keepalive, leaves, paths)
@@ -545,6 +581,8 @@ class CompiledFunction:
                                                   if isinstance(b, AttachedInput))
         elif graph.outputs:
             entry.runner = _passthrough(graph)
+        if is_grad_enabled() and any(_requires_grad(b, leaves) for b in trace.bindings):
+            entry.no_backward = f"{name}Backward"  # (grad mode and requires_grad are in the guards)
         result = entry.run(leaves, first)
         for b in trace.bindings:
             if not isinstance(b, ArrayInput):

@@ -763,7 +763,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
         w = I.index_select(_t(weight, "nll_loss", "weight"), 0, S.reshape(safe, (-1,)))
         w = S.reshape(E.cast(w, x.dtype), tuple(safe.shape))
     else:
-        w = C.ones(tuple(safe.shape), dtype=x.dtype)
+        w = C.ones(tuple(safe.shape), dtype=x.dtype, device=x.device)
     w = E.where(ignored, C.zeros((), dtype=x.dtype), w)
     loss = E.neg(E.mul(picked, w))
     if reduction == "none":

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "one_grad"]
+__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "one_grad"]
 
 
 def scalar(ctx: Any, value: float, like: Any) -> Any:
@@ -32,7 +32,13 @@ def mask(cond: Any, like: Any) -> Any:
 
 
 def zeros_like(ctx: Any, like: Any) -> Any:
-    return ctx.apply_op("tp.broadcast_to", scalar(ctx, 0.0, like), shape=tuple(like.shape))
+    """Zeros of ``like``'s shape, dtype and device."""
+    return ctx.zeros(tuple(like.shape), like.dtype, like)
+
+
+def on(t: Any, like: Any) -> Any:
+    """``t`` (made on the host: a constant, an arange) on ``like``'s device."""
+    return t if t.device == like.device else t.to(like.device)
 
 
 def reduced_dims(dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:

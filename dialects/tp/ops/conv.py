@@ -46,8 +46,8 @@ def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
     """A max pool's gradient added back at the input elements its ``indices`` (flat per
     channel, as ``max_pool2d_with_indices`` gives) name."""
     (n, c, h, w), _ = ctx.input_meta[0]
-    batch = ctx.apply_op("tp.arange", start=0.0, end=float(n), step=1.0, dtype=dt.int64).reshape(n, 1, 1, 1)
-    channel = ctx.apply_op("tp.arange", start=0.0, end=float(c), step=1.0, dtype=dt.int64).reshape(1, c, 1, 1)
+    batch = G.on(ctx.apply_op("tp.arange", start=0.0, end=float(n), step=1.0, dtype=dt.int64), g).reshape(n, 1, 1, 1)
+    channel = G.on(ctx.apply_op("tp.arange", start=0.0, end=float(c), step=1.0, dtype=dt.int64), g).reshape(1, c, 1, 1)
     shape = tuple(indices.shape)
     zero = ctx.zeros((n, c, h * w), g.dtype, g)
     out = ctx.apply_op("tp.index_put", zero, g, batch.expand(shape), channel.expand(shape), indices,
@@ -369,7 +369,7 @@ class AvgPool2d(_Pool2d):
         (kh, kw), (sh, sw), (ph, pw) = ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"]
         oh, ow = g.shape[2], g.shape[3]
         div = self.divisors((h, w), (oh, ow), ctx.attrs).astype(np.float64)
-        share = g / ctx.apply_op("tp.constant", value=div).to(g.dtype)
+        share = g / G.on(ctx.apply_op("tp.constant", value=div).to(g.dtype), g)
         hp = max(h + 2 * ph, (oh - 1) * sh + kh)
         wp = max(w + 2 * pw, (ow - 1) * sw + kw)
         acc = ctx.zeros((n, c, hp, wp), g.dtype, g)
@@ -443,7 +443,7 @@ class Pad(Op):
         count = int(np.prod(shape)) if shape else 1
         if count == 0:
             return (ctx.zeros(shape, g.dtype, g),)
-        numbers = ctx.apply_op("tp.constant", value=np.arange(count, dtype=np.int64).reshape(shape))
+        numbers = G.on(ctx.apply_op("tp.constant", value=np.arange(count, dtype=np.int64).reshape(shape)), g)
         attrs = dict(ctx.attrs, value=-1.0)
         source = ctx.apply_op("tp.pad", numbers, **attrs).reshape(-1)
         filled = source < 0
