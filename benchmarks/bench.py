@@ -14,6 +14,9 @@ uploads its inputs and reads its results back). Every table shows the bytes each
 moved between host and device (``runtime.stats()`` over the timed calls) next to what a call
 moved before tensors could live on a device (every weight and input up, every result down).
 
+``--train`` adds one training step of the training example's model (forward, backward, AdamW),
+tensorplay eager against PyTorch eager.
+
 ``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1..64 and sequence
 lengths 1..128 (192 calls, both sizes changing from the first call to the second), compiled
 once per library with the default dynamic policy (tensorplay: automatic dynamic; torch.compile:
@@ -345,6 +348,51 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
     return ok
 
 
+def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
+    """One training step (forward, backward, AdamW step) of the training example's model
+    (tensorplay.examples.train_gpt: 2 layers, d=64, batch 16 x 32 characters), tensorplay
+    eager against PyTorch eager from the same weights and batch; the losses must agree."""
+    from tensorplay.examples.train_gpt import _Data, corpus
+
+    data = _Data(corpus(), block=32, seed=1)
+    cfg = GPTConfig(block_size=32, vocab_size=len(data.chars), n_layer=2, n_head=4, n_embd=64, dropout=0.0)
+    x, y = data.batch(16, 0)
+    rows = []
+    tp.manual_seed(0)
+    model = build_gpt(tp, cfg)
+    libs = [("tensorplay eager", tp, model, x, y)]
+    if use_torch and importlib.util.find_spec("torch") is not None:
+        import torch
+
+        tmodel = build_gpt(torch, cfg)
+        _share_weights(torch, model, tmodel)
+        libs.append(("PyTorch eager", torch, tmodel, torch.from_numpy(x.numpy().copy()),
+                     torch.from_numpy(y.numpy().copy())))
+    first_losses = []
+    for name, lib, net, bx, by in libs:
+        opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
+        losses = []
+
+        def step():
+            _, loss = net(bx, by)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+
+        ms = median_ms(step, repeats)
+        first_losses.append(losses[0])
+        rows.append((name, ms))
+    ok = all(abs(a - first_losses[0]) <= 1e-4 * max(1.0, abs(a)) for a in first_losses)
+    print(f"training step of the example's GPT (2 layers, d=64, batch 16x32), median of {repeats} steps", file=out)
+    base = rows[0][1]
+    for name, ms in rows:
+        print(f"{name:20s} {ms:9.2f} ms  {base / ms:6.2f}x tensorplay eager's speed", file=out)
+    print(f"first-step losses {', '.join(f'{v:.6f}' for v in first_losses)}: {'OK' if ok else 'MISMATCH'}",
+          file=out)
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="iree-cpu")
@@ -354,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
+    parser.add_argument("--train", action="store_true",
+                        help="also time a training step, tensorplay eager vs PyTorch eager")
     parser.add_argument("--options", default=None,
                         help="compile options as JSON, e.g. '{\"opt_level\": \"O3\"}' (default: the backend's)")
     args = parser.parse_args(argv)
@@ -366,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         if cases else True
     if args.sweep:
         ok &= run_sweep(args.backend, not args.no_torch)
+    if args.train:
+        ok &= run_train(not args.no_torch, max(3, args.repeats // 2))
     return 0 if ok else 1
 
 

@@ -117,46 +117,65 @@ def test_gradients_match_pytorch(info):
 
 # --- finite differences, no PyTorch -------------------------------------------------------------
 
-#: cases checked against central differences (smooth at the samples)
-FD_CASES = ["add", "mul", "div", "exp", "log", "sin", "tanh", "sigmoid", "sqrt", "pow", "sum", "mean", "prod",
-            "var", "logsumexp", "softmax", "log_softmax", "matmul", "layer_norm", "cumsum", "gelu", "silu", "atan2"]
+#: cases whose results are not differentiable functions of their inputs by design
+FD_NOT_APPLICABLE = {
+    "nn_batch_norm_running_stats": "the running statistics are updated under no_grad (as PyTorch's), so no "
+                                   "gradient flows from the batch into them",
+}
 
 
 def _fd_cases():
-    by_name = {info.name: info for info in ALL}
-    for name in FD_CASES:
-        if name in by_name:
-            yield pytest.param(by_name[name], id=name)
+    for info in ALL:
+        if tp.float64 in info.dtypes and info.compare_values and info.name not in FD_NOT_APPLICABLE:
+            yield pytest.param(info, id=info.name)
 
 
 @pytest.mark.parametrize("info", list(_fd_cases()))
 def test_gradients_match_finite_differences(info):
-    eps = 1e-6
+    """Central differences; where the one-sided differences disagree the function has a kink
+    or a jump there (relu at 0, floor, a tie of max), and that element is not compared. Cases
+    with results below float64 are not compared either (a 1e-6 step is below their precision)."""
+    checked = 0
     for k, sample in enumerate(_samples(info)[:3]):
-        got, leaves = _grads(tp, info, sample, k)
+        try:
+            got, leaves = _grads(tp, info, sample, k)
+        except RuntimeError as exc:
+            if "in-place operation" in str(exc):
+                continue  # an in-place op on a leaf, refused as PyTorch does
+            raise
         if got is None:
             continue
 
         def loss_at(values):
             it = iter(values)
             args = [next(it) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a for a in sample.args]
-            with tp.no_grad():
+            with tp.no_grad(), np.errstate(all="ignore"):
                 outs = _float_outputs(info.fn(tp, *to_lib(tp, args), **sample.kwargs))
-                return float(_loss(tp, outs, k).item())
+                return float(_loss(tp, outs, k).item()) if outs else 0.0
+
+        with tp.no_grad():
+            if any(o.dtype is not tp.float64 for o in _float_outputs(info.fn(tp, *to_lib(tp, sample.args),
+                                                                             **sample.kwargs))):
+                continue
 
         base = [t.detach().numpy().copy() for t in leaves]
         for i, g in enumerate(got):
-            if base[i].size > 40:
-                continue
-            numeric = np.zeros_like(base[i])
-            for j in range(base[i].size):
+            for j in range(min(base[i].size, 24)):
+                eps = 1e-6
                 up = [b.copy() for b in base]
                 down = [b.copy() for b in base]
                 up[i].flat[j] += eps
                 down[i].flat[j] -= eps
-                numeric.flat[j] = (loss_at(up) - loss_at(down)) / (2 * eps)
-            np.testing.assert_allclose(g if g is not None else 0.0, numeric, rtol=1e-4, atol=1e-6,
-                                       err_msg=f"{info.name} {sample.desc}: argument {i}")
+                hi, mid, lo = loss_at(up), loss_at(base), loss_at(down)
+                a, right, left = (hi - lo) / (2 * eps), (hi - mid) / eps, (mid - lo) / eps
+                if not np.isfinite(a) or abs(right - left) > 1e-3 * max(1.0, abs(a)):
+                    continue
+                want = 0.0 if g is None else g.flat[j]
+                assert abs(want - a) <= 1e-4 * max(1.0, abs(a)), \
+                    f"{info.name} {sample.desc}: argument {i} element {j}: autograd {want}, differences {a}"
+                checked += 1
+    if checked == 0:
+        pytest.skip(f"{info.name}: nothing differentiable to compare")
 
 
 # --- second order -------------------------------------------------------------------------------
