@@ -49,6 +49,8 @@ from .ops.indexing import (
     masked_fill,
     masked_select,
     nonzero,
+    scatter,
+    scatter_add,
     take_along_dim,
     tril,
     triu,

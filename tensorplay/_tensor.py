@@ -692,6 +692,12 @@ class Tensor:
     def masked_fill_(self, mask, value):
         return self._assign(_I.masked_fill(self, mask, value))
 
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        return self._assign(_I.scatter(self, dim, index, src, value=value, reduce=reduce))
+
+    def scatter_add_(self, dim, index, src):
+        return self._assign(_I.scatter_add(self, dim, index, src))
+
     def relu_(self):
         return self._assign(_E.relu(self))
 
@@ -790,7 +796,8 @@ _FORWARDED = {
         "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
         "movedim", "narrow", "flip", "repeat", "tile",
     ],
-    "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select"],
+    "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
+           "scatter_add"],
     "_L": ["matmul", "mm", "bmm", "dot", "outer"],
 }
 for _module_attr, _names in _FORWARDED.items():

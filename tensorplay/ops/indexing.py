@@ -36,7 +36,7 @@ from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_t
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
 __all__ = [
     "index_put", "masked_fill", "gather", "index_select", "take_along_dim", "tril", "triu", "nonzero",
-    "argwhere", "masked_select",
+    "argwhere", "masked_select", "scatter", "scatter_add",
 ]
 
 
@@ -424,6 +424,68 @@ def argwhere(input: Any) -> Tensor:
 def gather(input: Any, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``input`` picked along ``dim`` at ``index`` (same rank; the result has its shape)."""
     return apply("tp.gather", as_tensor_arg(input, "gather"), index, dim=dim)
+
+
+def _scatter(op: str, input: Any, dim: int, index: Tensor, src: Any, accumulate: bool) -> Tensor:
+    """``input`` with ``src`` written (or added) along ``dim`` at ``index``: element ``pos`` of
+    ``src`` (within ``index``'s shape) goes to ``pos`` with its ``dim`` coordinate replaced by
+    ``index[pos]``, as a ``tp.index_put`` over all dims."""
+    from . import creation as C
+    from . import shape as S
+
+    x = as_tensor_arg(input, op)
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
+        raise RuntimeError(f"{op}(): Expected dtype int64 for index")
+    if index.ndim != x.ndim and not (x.ndim == 0 and index.ndim <= 1):
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as self tensor")
+    if x.ndim == 0:
+        x1 = S.reshape(x, (1,))
+        return S.reshape(_scatter(op, x1, 0, S.reshape(index, (-1,)), src if not isinstance(src, Tensor)
+                                  else S.reshape(src, (-1,)), accumulate), ())
+    d = normalize_dim(op, dim, x.ndim)
+    shape = tuple(index.shape)
+    if isinstance(src, Tensor):
+        if src.ndim != x.ndim:
+            raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as src tensor")
+        if any(i > n for i, n in zip(shape, src.shape)):
+            raise RuntimeError(f"{op}(): Expected index {list(shape)} to be smaller than src {list(src.shape)} "
+                               f"apart from dimension {d}")
+        values = src
+        if tuple(src.shape) != shape:
+            values = apply("tp.slice", src, starts=(0,) * src.ndim, ends=shape, steps=(1,) * src.ndim)
+        if values.dtype is not x.dtype:
+            from . import elementwise as E
+
+            values = E.cast(values, x.dtype)
+    else:
+        values = C.full(shape, src, dtype=x.dtype, device=x.device)
+    coords = []
+    for k in range(x.ndim):
+        if k == d:
+            coords.append(index)
+            continue
+        pos = C.arange(shape[k], dtype=index.dtype, device=x.device)
+        coords.append(S.expand(S.reshape(pos, tuple(-1 if j == k else 1 for j in range(x.ndim))), shape))
+    return apply("tp.index_put", x, values, *coords, dims=tuple(range(x.ndim)), accumulate=accumulate)
+
+
+def scatter(input: Any, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    """A copy of ``input`` with ``src`` (a tensor, or the number ``value``) written along
+    ``dim`` at ``index``; ``reduce="add"`` adds instead. Which write wins where ``index``
+    repeats is unspecified, as in PyTorch."""
+    if reduce not in (None, "add"):
+        raise ValueError(f"scatter(): reduce={reduce!r} is not supported (use scatter_add, or reduce='add')")
+    if src is None:
+        if value is None:
+            raise TypeError("scatter() needs src (a tensor) or value (a number)")
+        src = value
+    return _scatter("scatter", input, dim, index, src, reduce == "add")
+
+
+def scatter_add(input: Any, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of ``input`` with ``src`` added along ``dim`` at ``index`` (repeats add up)."""
+    return _scatter("scatter_add", input, dim, index, src, True)
 
 
 def index_select(input: Any, dim: int, index: Tensor) -> Tensor:

@@ -58,10 +58,10 @@ func.func @op_any(%arg0: tensor<6xi1>) -> tensor<i1> {
 }
 
 // CHECK-LABEL: func.func @op_arange(
-// CHECK-NEXT: %0 = "tp.arange"() {dtype = i64, end = 5.000000e+00 : f64, start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> tensor<5xi64>
-func.func @op_arange() -> tensor<5xi64> {
-  %0 = "tp.arange"() {dtype = i64, end = 5.000000e+00 : f64, start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> tensor<5xi64>
-  return %0 : tensor<5xi64>
+// CHECK-NEXT: %0 = "tp.arange"() {dtype = i64, end = 4.000000e+00 : f64, start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> tensor<4xi64>
+func.func @op_arange() -> tensor<4xi64> {
+  %0 = "tp.arange"() {dtype = i64, end = 4.000000e+00 : f64, start = 0.000000e+00 : f64, step = 1.000000e+00 : f64} : () -> tensor<4xi64>
+  return %0 : tensor<4xi64>
 }
 
 // CHECK-LABEL: func.func @op_argmax(

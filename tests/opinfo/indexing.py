@@ -284,6 +284,40 @@ def _gather_ref(a, dim, index):
     return out
 
 
+def _scatter_samples(rng, dtype):
+    def unique_rows(n, shape):  # no index repeats along dim 0 (which write wins is unspecified)
+        return np.stack([rng.permutation(n)[:shape[0]] for _ in range(shape[1])], axis=1)
+
+    return [
+        Sample((make_arg(rng, (3, 4), dtype), 0, unique_rows(3, (2, 4)), make_arg(rng, (2, 5), dtype)),
+               desc="dim 0, larger src"),
+        Sample((make_arg(rng, (3, 4), dtype), 1, unique_rows(4, (2, 3)).T.copy(), make_arg(rng, (3, 2), dtype)),
+               desc="dim 1"),
+    ]
+
+
+def _scatter_ref(a, dim, index, src, add=False):
+    out = a.copy()
+    dim %= a.ndim
+    for pos in np.ndindex(*index.shape):
+        dst = list(pos)
+        dst[dim] = index[pos]
+        if add:
+            out[tuple(dst)] += src[pos]
+        else:
+            out[tuple(dst)] = src[pos]
+    return out
+
+
+def _scatter_add_samples(rng, dtype):
+    return [
+        Sample((make_arg(rng, (3, 4), dtype), 0, rng.integers(0, 3, (4, 4)), make_arg(rng, (4, 4), dtype)),
+               desc="repeats add up"),
+        Sample((make_arg(rng, (2, 3, 2), dtype), 2, rng.integers(0, 2, (2, 2, 3)), make_arg(rng, (2, 3, 3), dtype)),
+               desc="last dim, larger src"),
+    ]
+
+
 def _index_select_samples(rng, dtype):
     return [
         Sample((make_arg(rng, (4, 3), dtype), 0, np.array([3, 0, 0])), desc="dim 0 with repeats"),
@@ -370,6 +404,11 @@ OPS = [
     OpInfo("where_one_argument", lambda lib, a: lib.where(a), _nonzero_tuple_ref, _nonzero_samples,
            dtypes=(tp.bool,)),
     OpInfo("gather", lambda lib, a, d, i: a.gather(d, i), _gather_ref, _gather_samples, dtypes=ALL_DTYPES),
+    OpInfo("scatter", lambda lib, a, d, i, src: a.scatter(d, i, src), _scatter_ref, _scatter_samples,
+           dtypes=NUMERIC),
+    OpInfo("scatter_add", lambda lib, a, d, i, src: lib.scatter_add(a, d, i, src),
+           lambda a, d, i, src: _scatter_ref(a, d, i, src, add=True), _scatter_add_samples, dtypes=NUMERIC,
+           tol={tp.float16: (2e-3, 2e-3), tp.bfloat16: (3e-2, 3e-2)}),
     OpInfo("index_select", lambda lib, a, d, i: a.index_select(d, i), _index_select_ref,
            _index_select_samples, dtypes=ALL_DTYPES),
     OpInfo("take_along_dim", lambda lib, a, i, *d: lib.take_along_dim(a, i, *d), _take_along_dim_ref,
