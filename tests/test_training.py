@@ -233,10 +233,11 @@ def test_the_training_example_lowers_the_loss_and_resumes_exactly(tmp_path):
     from tensorplay.examples import train_gpt
 
     log = io.StringIO()
-    straight = train_gpt.train(steps=24, checkpoint=None, log=log, sample_chars=20)
+    straight = train_gpt.train(steps=16, batch=8, checkpoint=None, log=log, sample_chars=20)
     assert np.mean(straight["losses"][-4:]) < np.mean(straight["losses"][:4]) - 0.3
-    assert "step   10/24" in log.getvalue() and "sample: 'the " in log.getvalue()
+    assert "step   10/16" in log.getvalue() and "sample: 'the " in log.getvalue()
     ckpt = tmp_path / "gpt.tp"
-    train_gpt.train(steps=24, checkpoint=str(ckpt), log=io.StringIO(), sample_chars=1, stop_at=12)
-    resumed = train_gpt.train(steps=24, checkpoint=str(ckpt), resume=True, log=io.StringIO(), sample_chars=20)
-    np.testing.assert_allclose(resumed["losses"], straight["losses"][12:], rtol=1e-5)
+    train_gpt.train(steps=16, batch=8, checkpoint=str(ckpt), log=io.StringIO(), sample_chars=1, stop_at=8)
+    resumed = train_gpt.train(steps=16, batch=8, checkpoint=str(ckpt), resume=True, log=io.StringIO(),
+                              sample_chars=1)
+    np.testing.assert_allclose(resumed["losses"], straight["losses"][8:], rtol=1e-5)
