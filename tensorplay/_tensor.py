@@ -336,6 +336,14 @@ class Tensor:
         here = self.device
         if here == target or (target.index is None and here.type == target.type):
             return self.clone() if copy else self
+        if self._requires_grad and _grad_enabled():  # differentiable: the gradient goes back to this device
+            from .autograd.function import _Moved
+
+            return _Moved.apply(self, target)
+        return self._copied_to(target)
+
+    def _copied_to(self, target: device) -> Tensor:
+        data = self._data
         if target.type == "cpu":
             out = Tensor._wrap(data.host_copy())
         else:
@@ -343,8 +351,7 @@ class Tensor:
 
             host = data.to_host() if type(data) is DeviceArray else data
             out = Tensor._wrap(to_device(host, driver_of(target)))
-        out.requires_grad = self.requires_grad
-        return out
+        return out  # (not requiring grad: under grad mode _Moved makes it a differentiable result)
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""

@@ -410,22 +410,39 @@ def test_training_on_a_device_matches_the_host(backend):
     results = {}
     for where in ("cpu", dev):
         tp.manual_seed(0)
-        net = tp.nn.Sequential(tp.nn.Conv2d(1, 4, 3, padding=1), tp.nn.ReLU(), tp.nn.MaxPool2d(2),
-                               tp.nn.Flatten(), tp.nn.Linear(4 * 4 * 4, 3)).to(where)
-        opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+        # few distinct ops: each is compiled for the device on first use
+        net = tp.nn.Sequential(tp.nn.Conv2d(1, 2, 3, padding=1), tp.nn.ReLU(), tp.nn.Flatten(),
+                               tp.nn.Linear(2 * 6 * 6, 3)).to(where)
+        opt = tp.optim.SGD(net.parameters(), lr=1e-2, momentum=0.9)
         rng = np.random.default_rng(0)
         losses = []
         for _ in range(3):
-            x = tp.tensor(rng.standard_normal((2, 1, 8, 8)).astype(np.float32)).to(where)
-            y = tp.tensor(rng.integers(0, 3, 2)).to(where)
-            loss = tp.nn.functional.cross_entropy(net(x), y)
+            x = tp.tensor(rng.standard_normal((2, 1, 6, 6)).astype(np.float32)).to(where)
+            y = tp.tensor(rng.standard_normal((2, 3)).astype(np.float32)).to(where)
+            loss = ((net(x) - y) ** 2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
             losses.append(loss.item())
         p = next(iter(net.parameters()))
-        assert p.grad.device.type == where and opt.state[p]["exp_avg"].device.type == where
+        assert p.grad.device.type == where and opt.state[p]["momentum_buffer"].device.type == where
         results[where] = (losses, [q.detach().cpu().numpy() for q in net.parameters()])
     np.testing.assert_allclose(results[dev][0], results["cpu"][0], rtol=1e-4, atol=1e-5)
     for a, b in zip(results[dev][1], results["cpu"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", list(DEVICE_BACKENDS))
+def test_moving_a_tensor_that_requires_grad_is_differentiable(backend):
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(f"{backend} is unavailable here: {caps.reason}")
+    x = tp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x.to(DEVICE_BACKENDS[backend])
+    assert y.requires_grad and not y.is_leaf
+    (y * y).sum().backward()
+    assert x.grad.device.type == "cpu"
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+    with tp.no_grad():
+        assert not x.to(DEVICE_BACKENDS[backend]).requires_grad

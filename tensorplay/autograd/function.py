@@ -175,3 +175,17 @@ def once_differentiable(fn: Callable) -> Callable:
             return fn(ctx, *grads)
 
     return wrapper
+
+
+class _Moved(Function):
+    """``Tensor.to(device)`` of a tensor that requires grad: the gradient returns to the
+    tensor's own device (PyTorch's ToCopyBackward)."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: Any, target: Any) -> Any:
+        ctx.source = x.device
+        return x._copied_to(target)
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, g: Any) -> Any:
+        return g._moved(ctx.source), None
