@@ -146,7 +146,8 @@ def test_a_graph_a_faster_pipeline_cannot_compile_compiles_with_a_plainer_one(mo
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs]
     with caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
-        run = tpc.lookup_backend("iree-cpu")(graph, [], options={"opt_level": "O2", "data_tiling": True})
+        run = tpc.lookup_backend("iree-cpu")(graph, [], options={"opt_level": "O2", "data_tiling": True,
+                                                                 "ukernels": "all"})
     (out,) = run(*arrays)
     np.testing.assert_allclose(out, interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
     assert [("--iree-opt-data-tiling=true" in f, "--iree-opt-data-tiling=false" in f) for f in tried] == \
@@ -154,7 +155,7 @@ def test_a_graph_a_faster_pipeline_cannot_compile_compiles_with_a_plainer_one(mo
     warned = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1 and "'data_tiling': True" in warned[0].getMessage()
     assert "instead" in warned[0].getMessage() and "'data_tiling': False" in warned[0].getMessage()
-    assert "'ukernels': 'none'" in warned[0].getMessage()  # (the default's microkernels went too: logged)
+    assert "'ukernels': 'none'" in warned[0].getMessage()  # (the microkernels went too: logged)
     # a graph no pipeline compiles is still the error of the first attempt's kind
     monkeypatch.setattr(iree, "compile_mlir", lambda text, flags, **kw: real(text + "\n\u00a7", flags, **kw))
     with pytest.raises(tpc.backends.BackendCompileError, match="IREE could not compile"):
@@ -209,3 +210,21 @@ def test_autotune_times_the_candidates_once_and_keeps_the_choice_on_disk(monkeyp
     run = tpc.lookup_backend("iree-cpu")(graph, [tp.tensor(a) for a in arrays], options={"autotune": True})
     assert timed == [] and cache.cache_stats()["compiles"] == 0
     np.testing.assert_allclose(run(*arrays)[0], interpret(graph, arrays)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_data_tiling_is_left_off_for_graphs_without_a_large_matmul():
+    from tensorplay.compiler.backends.iree import DATA_TILING_MIN_WORK, contraction_work, get_iree_backend
+    from tensorplay.dialects.tp import mlir as M
+
+    def module(n, k):
+        captured = tpc.compile(lambda a, b: a @ b, backend="eager")
+        captured(tp.ones(n, k), tp.ones(k, n))
+        return M.print_module(M.emit([captured.graphs[0]]))
+
+    big, small = module(512, 512), module(64, 128)
+    assert contraction_work(big) == 512 ** 3 >= DATA_TILING_MIN_WORK > contraction_work(small) == 64 * 64 * 128
+    cpu = get_iree_backend("iree-cpu")
+    assert cpu.pipeline_options({}, big)["data_tiling"] is True
+    assert cpu.pipeline_options({}, small)["data_tiling"] is False
+    assert cpu.pipeline_options({"data_tiling": True}, small)["data_tiling"] is True  # asked for: kept
+    tpc.reset()

@@ -36,7 +36,7 @@ from .widening import Widened, widen_io
 
 __all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
            "get_iree_backend", "bind", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
-           "choose_cpu_driver", "cuda_target_for", "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK",
+           "choose_cpu_driver", "cuda_target_for", "contraction_work", "DATA_TILING_MIN_WORK", "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK",
            "LOCAL_TASK_MIN_CPUS"]
 
 #: the tp pipeline run before IREE (passes/registry.py PIPELINES): tp-optimize, then
@@ -316,6 +316,10 @@ class IreeBackend:
             # sizes known only at run time: IREE 3.13 sizes a data-tiled dispatch's stack for the
             # largest tile and refuses it (139 KB against its 32 KB limit on a dynamic GPT)
             defaults.update(data_tiling=False, ukernels="none")
+        elif defaults.get("data_tiling") and contraction_work(mlir) < DATA_TILING_MIN_WORK:
+            # data tiling pays for its packing only on large matmuls (benchmarks/pipelines.py: without
+            # it the 2-layer GPT ran 0.50x, the MLP 0.90x, the CNN 0.93x the time; matmul 512 1.29x)
+            defaults.update(data_tiling=False, ukernels="none")
         return {**defaults, **options}
 
     # load and run -------------------------------------------------------------------------
@@ -479,6 +483,34 @@ class _EmptyGuarded:
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._runner, name, value)
+
+
+#: multiply-adds of a graph's largest matmul or convolution below which the CPU pipeline
+#: leaves data tiling off (measured: docs/performance.md#the-default-pipeline)
+DATA_TILING_MIN_WORK = 100_000_000
+
+_CONTRACTION = re.compile(r'"tp\.(matmul|conv2d)"\(.*?\)(?: \{.*?\})? : \(tensor<([^>]*)>, tensor<([^>]*)>.*?\) '
+                          r'-> tensor<([^>]*)>')
+
+
+def contraction_work(mlir: str) -> int:
+    """The multiply-adds of the largest ``tp.matmul`` / ``tp.conv2d`` in tp MLIR text (0 when
+    there is none; sizes known only at run time count as 0)."""
+    def dims(t: str) -> list[int] | None:
+        parts = t.split("x")[:-1]
+        return None if any(not p.isdigit() for p in parts) else [int(p) for p in parts]
+
+    best = 0
+    for op, lhs, rhs, res in _CONTRACTION.findall(mlir):
+        a, b, r = dims(lhs), dims(rhs), dims(res)
+        if a is None or b is None or r is None or not a:
+            continue
+        out = 1
+        for d in r:
+            out *= d
+        inner = a[-1] if op == "matmul" else (b[1] * b[2] * b[3] if len(b) == 4 else 0)
+        best = max(best, out * inner)
+    return best
 
 
 def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend: IreeBackend,
