@@ -394,6 +394,20 @@ def test_compiled_calls_require_grad_like_eager_and_refuse_backward_clearly():
     r = tp.compile(broken)(tp.ones(3, requires_grad=True))
     with pytest.raises(RuntimeError, match="not supported yet"):
         r.sum().backward()
+
+    class Net(tp.nn.Module):  # which results require grad follows eager's dependencies
+        def __init__(self):
+            super().__init__()
+            self.lin = tp.nn.Linear(2, 2)
+            self.register_buffer("stat", tp.ones(2))
+
+        def forward(self, x):
+            return self.lin(x), self.stat * 2, x, self.lin(x) > 0
+
+    net, x = Net(), tp.ones(1, 2)
+    got, want = tp.compile(net)(x), net(x)
+    assert [t.requires_grad for t in got] == [t.requires_grad for t in want] == [True, False, False, False]
+    assert got[2] is x
     tp.compiler.reset()
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from ..autograd.engine import mark_no_backward
+from ..autograd.engine import NoBackward, mark_no_backward
 from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
@@ -74,6 +74,15 @@ _NO_BACKWARD = ("backward through the compiled graph {name!r} is not supported y
                 "gradient is needed")
 
 
+def _own_tensors(leaves: list[Any], modules: list[tuple[Any, Any]]) -> set[int]:
+    """The ids of a call's argument tensors and its modules' parameters and buffers."""
+    own = {id(x) for x in leaves}
+    for _, m in modules:
+        own.update(id(t) for t in m.parameters())
+        own.update(id(t) for t in m.buffers())
+    return own
+
+
 def _requires_grad(binding: Any, leaves: list[Any]) -> bool:
     if isinstance(binding, ArgInput):
         t = leaves[binding.index]
@@ -110,10 +119,12 @@ class Entry:
         self.exact_key = key  # the call key of the capture (key is masked when dynamic)
         self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
         self.shape_guard: ShapeGuard | None = None
-        #: set when the capture had inputs requiring grad under grad mode: the results then
-        #: require grad as eager's do, and backward through them raises (compiled training is
-        #: not implemented)
+        #: set when the capture had inputs requiring grad under grad mode: the results that
+        #: depend on them (``grad_outputs``, graph output indexes) then require grad as eager's
+        #: do, and backward through them raises (compiled training is not implemented)
         self.no_backward: str | None = None
+        self.grad_outputs: frozenset[int] = frozenset()
+        self._grad_node: Any = None
 
     def failing_guard(self) -> str | None:
         for description, check in self.guards:
@@ -126,13 +137,6 @@ class Entry:
         return None
 
     def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
-        if self.no_backward is not None:
-            result = self._run(leaves, arrays)
-            mark_no_backward(result, self.no_backward, _NO_BACKWARD.format(name=self.name))
-            return result
-        return self._run(leaves, arrays)
-
-    def _run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
         if arrays is None:
             arrays = [b.fetch(leaves) for b in self.bindings]
         outs = self.runner(*arrays) if self.runner is not None else []
@@ -149,7 +153,10 @@ class Entry:
                 obj._type = None
         if self.out_tree is pytree.LEAF and len(self.out_spec) == 1 and self.out_spec[0][0] == "new":
             out = outs[self.out_spec[0][1]]  # (one new tensor: the usual result)
-            return Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
+            t = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
+            if self.grad_outputs:
+                self._no_backward(t, self.out_spec[0][1])
+            return t
         made: dict[int, Tensor] = {}
         result: list[Any] = []
         for item in self.out_spec:
@@ -159,6 +166,8 @@ class Entry:
                 if t is None:
                     out = outs[item[1]]
                     t = made[item[1]] = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
+                    if self.grad_outputs:
+                        self._no_backward(t, item[1])
                 result.append(t)
             elif kind == "object":
                 b = item[1]
@@ -166,6 +175,25 @@ class Entry:
             else:
                 result.append(item[1])
         return pytree.unflatten(self.out_tree, result)
+
+    def _no_backward(self, t: Tensor, k: int) -> None:
+        if k in self.grad_outputs:
+            if self._grad_node is None:
+                self._grad_node = NoBackward(self.no_backward, _NO_BACKWARD.format(name=self.name))
+            t._requires_grad = True
+            t._grad_fn = self._grad_node
+
+
+def _graph_grad_outputs(graph: Graph, requires: list[bool]) -> frozenset[int]:
+    """The outputs of ``graph`` that depend, through differentiable ops, on an input whose
+    flag in ``requires`` is set: those eager autograd would make require grad."""
+    flags = {id(v): r for v, r in zip(graph.inputs, requires)}
+    for node in graph.nodes:
+        live = any(i is not None and flags.get(id(i), False) for i in node.inputs)
+        diff = node.callee is not None or node.opdef.differentiable
+        for r in node.results:
+            flags[id(r)] = live and diff and r.type.dtype.is_floating_point
+    return frozenset(k for k, v in enumerate(graph.outputs) if flags.get(id(v), False))
 
 
 def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
@@ -444,7 +472,13 @@ class CompiledFunction:
                     return entry.run(leaves)
                 result = self._run_segmented(args, kwargs)
                 if entry.no_backward is not None:
-                    mark_no_backward(result, entry.no_backward, _NO_BACKWARD.format(name=entry.name))
+                    modules = [(None, m) for m in pytree.flatten_call(args, kwargs)[0] if isinstance(m, Module)]
+                    if isinstance(self._fn, functools.partial) or hasattr(self._fn, "__self__"):
+                        owner = getattr(self._fn, "__self__", None)
+                        if isinstance(owner, Module):
+                            modules.append((None, owner))
+                    mark_no_backward(result, entry.no_backward, _NO_BACKWARD.format(name=entry.name),
+                                     _own_tensors(leaves, modules))
                 return result
             return self._capture(args, kwargs, leaves, treedef, key)
 
@@ -535,7 +569,8 @@ class CompiledFunction:
             if is_grad_enabled() and (any(isinstance(t, Tensor) and t.requires_grad for t in leaves) or
                                       any(p.requires_grad for _, m in modules for p in m.parameters())):
                 entry.no_backward = f"{name}Backward"
-                mark_no_backward(session.result, entry.no_backward, _NO_BACKWARD.format(name=name))
+                mark_no_backward(session.result, entry.no_backward, _NO_BACKWARD.format(name=name),
+                                 _own_tensors(leaves, modules))
             group.add(entry)
             return session.result
         return self._install(trace, key, name, guards, keepalive, leaves, paths)
@@ -581,8 +616,10 @@ class CompiledFunction:
                                                   if isinstance(b, AttachedInput))
         elif graph.outputs:
             entry.runner = _passthrough(graph)
-        if is_grad_enabled() and any(_requires_grad(b, leaves) for b in trace.bindings):
-            entry.no_backward = f"{name}Backward"  # (grad mode and requires_grad are in the guards)
+        requires = [_requires_grad(b, leaves) for b in trace.bindings]
+        if is_grad_enabled() and any(requires):  # (grad mode and requires_grad are in the guards)
+            entry.no_backward = f"{name}Backward"
+            entry.grad_outputs = _graph_grad_outputs(graph, requires)
         result = entry.run(leaves, first)
         for b in trace.bindings:
             if not isinstance(b, ArrayInput):
