@@ -24,12 +24,42 @@ from ._common import promote_operands, upcast
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def erf(x: np.ndarray) -> np.ndarray:
-    """Error function in float64 (relative error below 1e-14), vectorized: numpy has none.
+# Abramowitz & Stegun 7.1.26: erf(x) = 1 - t(a1 + t(a2 + ...)) exp(-x^2), t = 1 / (1 + p x),
+# absolute error below 1.5e-7 for x >= 0
+_AS_P = 0.3275911
+_AS_A = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
-    |x| <= 2.5 sums the Maclaurin series (its cancellation costs under two digits there);
-    beyond, erf = 1 - erfc with erfc from its continued fraction, evaluated bottom-up.
+
+def _erf_single(x: np.ndarray) -> np.ndarray:
+    """erf to float32 precision (relative error below 3e-7): the Maclaurin series below 0.5,
+    A&S 7.1.26 above; a tenth of the float64 path's work, for float32 and narrower inputs."""
+    a = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # (the series overflows where it is not used)
+        ax = np.abs(a)
+        x2 = a * a
+        term, total = a.copy(), a.copy()
+        for n in range(1, 9):
+            term = term * (-x2) / n
+            total = total + term / (2 * n + 1)
+        series = total * _TWO_OVER_SQRT_PI
+        t = 1.0 / (1.0 + _AS_P * ax)
+        poly = _AS_A[0]
+        for c in _AS_A[1:]:
+            poly = poly * t + c
+        tail = np.sign(a) * (1.0 - poly * t * np.exp(-x2))
+        out = np.where(ax < 0.5, series, tail)
+    return out.astype(np.asarray(x).dtype)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Error function, vectorized (numpy has none): float64 inputs to a relative error below
+    1e-14, narrower ones to float32 precision (:func:`_erf_single`, much less work).
+
+    float64: |x| <= 2.5 sums the Maclaurin series (its cancellation costs under two digits
+    there); beyond, erf = 1 - erfc with erfc from its continued fraction, evaluated bottom-up.
     """
+    if np.asarray(x).dtype != np.float64:
+        return _erf_single(x)
     a = np.asarray(x, dtype=np.float64)
     out = np.empty_like(a)
     small = np.abs(a) <= 2.5
