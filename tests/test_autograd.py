@@ -460,3 +460,25 @@ def test_moving_a_tensor_that_requires_grad_is_differentiable(backend):
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
     with tp.no_grad():
         assert not x.to(DEVICE_BACKENDS[backend]).requires_grad
+
+
+def test_a_custom_function_sees_none_for_unused_outputs_when_it_does_not_materialize_grads():
+    seen = []
+
+    class Pair(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, materialize):
+            ctx.set_materialize_grads(materialize)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            seen.append(gb)
+            return ga * 2 + (0 if gb is None else gb * 3), None
+
+    for materialize in (True, False):
+        x = tp.tensor([1.0, 2.0], requires_grad=True)
+        a, _ = Pair.apply(x, materialize)
+        a.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    assert seen[0] is not None and not np.any(seen[0].numpy()) and seen[1] is None

@@ -24,7 +24,7 @@ from typing import Any
 
 from .._grad_mode import no_grad, set_grad_enabled
 
-__all__ = ["Node", "AccumulateGrad", "record", "run_backward", "RemovableHandle"]
+__all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle"]
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
           "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -88,27 +88,24 @@ def _describe(t: Any) -> str:
     return f"tensorplay.{t.dtype.name.capitalize()}Tensor {list(t.shape)}"
 
 
-class Node:
-    """The backward of one op application (a tensor's ``grad_fn``)."""
+class GraphNode:
+    """What every node of the backward graph has: a name, hooks (``register_hook`` runs
+    after the node, ``register_prehook`` and tensor hooks before it), the retained-gradient
+    slots of ``retain_grad``, and zeros on a device for the gradients that did not arrive."""
 
-    def __init__(self, op: Any, attrs: dict, operands: Sequence[Any], outputs: Sequence[Any]):
-        self.op = op
-        self.attrs = attrs
-        self.next_functions: tuple = tuple(_edge(o) for o in operands)
-        self.needs_input_grad = tuple(e is not None for e in self.next_functions)
-        self.input_meta = tuple(None if o is None else (tuple(o.shape), o.dtype) for o in operands)
-        self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
-        self.output_devices = tuple(o.device for o in outputs)
-        self._inputs: tuple | None = tuple(None if o is None else _Saved(o) for o in operands)
-        self._outputs: tuple | None = tuple(_Saved(o, True) for o in outputs)
-        self._pre_hooks: dict[int, list] = {}
+    next_functions: tuple = ()
+    output_meta: tuple = ()  # (shape, dtype) of each result
+    output_devices: tuple = ()
+    #: fill the gradients of results that got none with zeros before the node runs
+    materialize_grads = True
+
+    def __init__(self) -> None:
+        self._pre_hooks: dict[int, list] = {}  # output index (-1: all outputs) -> hooks
         self._hooks: list = []
         self._retained: dict[int, Any] = {}
-        self.metadata: dict = {}
 
     def name(self) -> str:
-        base = self.op.name.split(".", 1)[-1]
-        return "".join(p.capitalize() for p in base.split("_")) + "Backward0"
+        return type(self).__name__
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
@@ -123,6 +120,39 @@ class Node:
         hooks = self._pre_hooks.setdefault(-1, [])
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def zeros(self, shape: Sequence[int], dtype: Any, like: Any = None, device: Any = None) -> Any:
+        """Zeros on ``like``'s device (or ``device``)."""
+        from ..ops.creation import zeros
+
+        return zeros(*shape, dtype=dtype, device=like.device if like is not None else device)
+
+    def release(self) -> None:
+        """Free what the node saved (after a backward without retain_graph)."""
+
+    def _rebased(self, t: Any) -> None:
+        """``t``, an operand, was rebound in place to this node's result (nothing saved here)."""
+
+
+class Node(GraphNode):
+    """The backward of one op application (a tensor's ``grad_fn``)."""
+
+    def __init__(self, op: Any, attrs: dict, operands: Sequence[Any], outputs: Sequence[Any]):
+        super().__init__()
+        self.op = op
+        self.attrs = attrs
+        self.next_functions: tuple = tuple(_edge(o) for o in operands)
+        self.needs_input_grad = tuple(e is not None for e in self.next_functions)
+        self.input_meta = tuple(None if o is None else (tuple(o.shape), o.dtype) for o in operands)
+        self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
+        self.output_devices = tuple(o.device for o in outputs)
+        self._inputs: tuple | None = tuple(None if o is None else _Saved(o) for o in operands)
+        self._outputs: tuple | None = tuple(_Saved(o, True) for o in outputs)
+        self.metadata: dict = {}
+
+    def name(self) -> str:
+        base = self.op.name.split(".", 1)[-1]
+        return "".join(p.capitalize() for p in base.split("_")) + "Backward0"
 
     # the rule's view of the op ----------------------------------------------------------------
     @property
@@ -158,12 +188,6 @@ class Node:
 
         return apply(name, *operands, **attrs)
 
-    def zeros(self, shape: Sequence[int], dtype: Any, like: Any = None, device: Any = None) -> Any:
-        """Zeros on ``like``'s device (or ``device``)."""
-        from ..ops.creation import zeros
-
-        return zeros(*shape, dtype=dtype, device=like.device if like is not None else device)
-
     def release(self) -> None:
         self._inputs = self._outputs = None
 
@@ -183,56 +207,26 @@ class Node:
         return rule(self, grads)
 
 
-class AccumulateGrad:
-    """The end of the graph at a leaf: sums what arrives into ``leaf.grad``."""
+class AccumulateGrad(GraphNode):
+    """The end of the graph at a leaf: sums what arrives into ``leaf.grad``; its hooks run
+    after the sum (``register_post_accumulate_grad_hook``)."""
 
     def __init__(self, leaf: Any):
+        super().__init__()
         self.variable = leaf
-        self.next_functions: tuple = ()
-        self._pre_hooks: dict[int, list] = {}
-        self._hooks: list = []
-        self._retained: dict = {}
-
-    def name(self) -> str:
-        return "AccumulateGrad"
-
-    def __repr__(self) -> str:
-        return f"<AccumulateGrad object at {id(self):#x}>"
-
-    def register_hook(self, hook: Callable) -> RemovableHandle:
-        self._hooks.append(hook)
-        return RemovableHandle(self._hooks, hook)
-
-    def release(self) -> None:
-        pass
 
 
-class NoBackward:
+class NoBackward(GraphNode):
     """The ``grad_fn`` of a result whose backward cannot run: it requires grad as eager's
     result would, and backward through it raises ``why``."""
 
-    def __init__(self, name: str, why: str, outputs: int = 1):
+    def __init__(self, name: str, why: str):
+        super().__init__()
         self._name = name
         self.why = why
-        self.next_functions: tuple = ()
-        self.needs_input_grad: tuple = ()
-        self.output_meta: tuple = ()
-        self._pre_hooks: dict = {}
-        self._hooks: list = []
-        self._retained: dict = {}
 
     def name(self) -> str:
         return self._name
-
-    def __repr__(self) -> str:
-        return f"<{self._name} object at {id(self):#x}>"
-
-    def register_hook(self, hook: Callable) -> RemovableHandle:
-        self._hooks.append(hook)
-        return RemovableHandle(self._hooks, hook)
-
-    def release(self) -> None:
-        pass
 
     def apply(self, grads: list) -> tuple:
         raise RuntimeError(self.why)
@@ -406,11 +400,10 @@ def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accu
     else:
         full = [grads.get(i) for i in range(len(node.output_meta))]
         for i, g in enumerate(full):
-            if g is None:
+            if g is None and node.materialize_grads:
                 shape, dtype = node.output_meta[i]
                 if dtype.is_floating_point:
-                    devices = getattr(node, "output_devices", None)
-                    full[i] = node.zeros(shape, dtype, device=None if devices is None else devices[i])
+                    full[i] = node.zeros(shape, dtype, device=node.output_devices[i])
         for hook in list(node._pre_hooks.get(-1, ())):
             new = hook(tuple(full))
             if new is not None:

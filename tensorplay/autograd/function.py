@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._grad_mode import is_grad_enabled, no_grad
-from .engine import RemovableHandle, _FREED, _Saved, _edge
+from .engine import _FREED, GraphNode, _Saved, _edge
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -67,8 +67,6 @@ class _FunctionOp:
 
     def vjp(self, node: Any, grads: list) -> tuple:
         ctx = node.ctx
-        if not ctx.materialize_grads:
-            grads = [None if node._was_zero[i] else g for i, g in enumerate(grads)]
         out = self.cls.backward(ctx, *grads)
         out = out if isinstance(out, tuple) else (out,)
         n = len(node.next_functions)
@@ -78,10 +76,11 @@ class _FunctionOp:
         return tuple(out[:n])
 
 
-class _FunctionNode:
+class _FunctionNode(GraphNode):
     """A custom Function's node: the engine calls its ``apply`` like an op's."""
 
     def __init__(self, cls: type, ctx: FunctionCtx, tensor_args: list, outputs: list):
+        super().__init__()
         self.op = _FunctionOp(cls)
         self.ctx = ctx
         self.attrs: dict = {}
@@ -89,28 +88,16 @@ class _FunctionNode:
         self.needs_input_grad = tuple(e is not None for e in self.next_functions)
         self.input_meta = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in tensor_args)
         self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
-        self._pre_hooks: dict = {}
-        self._hooks: list = []
-        self._retained: dict = {}
-        self._inputs = ()
-        self._was_zero = [False] * len(outputs)
+        self.output_devices = tuple(o.device for o in outputs)
         self.metadata: dict = {}
         ctx._node = self
 
+    @property
+    def materialize_grads(self) -> bool:  # type: ignore[override]
+        return self.ctx.materialize_grads  # (ctx.set_materialize_grads(False): None for the missing)
+
     def name(self) -> str:
         return f"{self.op.cls.__name__}Backward"
-
-    def __repr__(self) -> str:
-        return f"<{self.name()} object at {id(self):#x}>"
-
-    def register_hook(self, hook: Callable) -> RemovableHandle:
-        self._hooks.append(hook)
-        return RemovableHandle(self._hooks, hook)
-
-    def zeros(self, shape: Any, dtype: Any, like: Any = None, device: Any = None) -> Any:
-        from ..ops.creation import zeros
-
-        return zeros(*shape, dtype=dtype, device=like.device if like is not None else device)
 
     def release(self) -> None:
         self.ctx._saved = None

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "one_grad"]
+__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "zero_vjp"]
 
 
 def scalar(ctx: Any, value: float, like: Any) -> Any:
@@ -61,6 +61,8 @@ def count(shape: Sequence[int], dims: Sequence[int]) -> int:
     return math.prod(shape[d] for d in dims)
 
 
-def one_grad(grads: Sequence[Any]) -> Any:
-    """The gradient of a one-result op."""
-    return grads[0]
+def zero_vjp(op: Any, ctx: Any, grads: Sequence[Any]) -> tuple:
+    """The rule of a piecewise-constant op (rounding, sign, rounded division): zero almost
+    everywhere, for every operand, as PyTorch's."""
+    zero = zeros_like(ctx, grads[0])
+    return (zero,) * len(ctx.input_meta)

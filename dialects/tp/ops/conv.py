@@ -94,6 +94,13 @@ class Conv2d(_Spatial):
     """
 
     name = "tp.conv2d"
+    operands = (Operand("input"), Operand("weight"), Operand("bias", optional=True))
+    attributes = (
+        Attr("stride", AttrKind.INTS, (1, 1), doc="(sH, sW)"),
+        Attr("padding", AttrKind.INTS, (0, 0, 0, 0), doc="(top, left, bottom, right)"),
+        Attr("dilation", AttrKind.INTS, (1, 1), doc="(dH, dW)"),
+        Attr("groups", AttrKind.INT, 1),
+    )
 
     def vjp(self, ctx, grads):
         g, x, w = grads[0], ctx.input(0), ctx.input(1)
@@ -133,13 +140,6 @@ class Conv2d(_Spatial):
         if ctx.needs(2):
             gb = g.sum(dim=(0, 2, 3))
         return gx, gw, gb
-    operands = (Operand("input"), Operand("weight"), Operand("bias", optional=True))
-    attributes = (
-        Attr("stride", AttrKind.INTS, (1, 1), doc="(sH, sW)"),
-        Attr("padding", AttrKind.INTS, (0, 0, 0, 0), doc="(top, left, bottom, right)"),
-        Attr("dilation", AttrKind.INTS, (1, 1), doc="(dH, dW)"),
-        Attr("groups", AttrKind.INT, 1),
-    )
 
     def infer(self, types, attrs):
         x, w, b = types
@@ -321,10 +321,10 @@ class MaxPool2dWithIndices(_MaxPoolBase):
     """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum."""
 
     name = "tp.max_pool2d_with_indices"
+    results = ("result", "indices")
 
     def vjp(self, ctx, grads):
         return (_scatter_to_indices(ctx, grads[0], ctx.output(1)),)
-    results = ("result", "indices")
 
     def infer(self, types, attrs):
         self.check_dtype(types[0])
@@ -361,6 +361,11 @@ class AvgPool2d(_Pool2d):
     """
 
     name = "tp.avg_pool2d"
+    attributes = _POOL_ATTRS + (
+        Attr("ceil_mode", AttrKind.BOOL, False),
+        Attr("count_include_pad", AttrKind.BOOL, True),
+        Attr("divisor_override", AttrKind.INT, None, optional=True),
+    )
 
     def vjp(self, ctx, grads):
         # each window's gradient over its divisor, added back at every kernel offset
@@ -379,11 +384,6 @@ class AvgPool2d(_Pool2d):
                            steps=(1, 1, sh, sw))
                 acc = ctx.apply_op("tp.slice_update", acc, ctx.apply_op("tp.slice", acc, **box) + share, **box)
         return (ctx.apply_op("tp.pad", acc, low=(0, 0, -ph, -pw), high=(0, 0, h + ph - hp, w + pw - wp)),)
-    attributes = _POOL_ATTRS + (
-        Attr("ceil_mode", AttrKind.BOOL, False),
-        Attr("count_include_pad", AttrKind.BOOL, True),
-        Attr("divisor_override", AttrKind.INT, None, optional=True),
-    )
 
     def infer(self, types, attrs):
         t = types[0]
@@ -434,6 +434,14 @@ class Pad(Op):
     """
 
     name = "tp.pad"
+    family = "conv"
+    operands = (Operand("input"),)
+    attributes = (
+        Attr("low", AttrKind.INTS, doc="elements added before each dim"),
+        Attr("high", AttrKind.INTS, doc="elements added after each dim"),
+        Attr("mode", AttrKind.STR, "constant", choices=("constant", "reflect", "replicate", "circular")),
+        Attr("value", AttrKind.FLOAT, 0.0, doc="fill value of constant mode"),
+    )
 
     def vjp(self, ctx, grads):
         # each output element is a copy of one input element or the fill value: where each came
@@ -453,14 +461,6 @@ class Pad(Op):
         zero = ctx.zeros((count,), g.dtype, g)
         out = ctx.apply_op("tp.index_put", zero, flat, source, dims=(0,), accumulate=True)
         return (out.reshape(shape),)
-    family = "conv"
-    operands = (Operand("input"),)
-    attributes = (
-        Attr("low", AttrKind.INTS, doc="elements added before each dim"),
-        Attr("high", AttrKind.INTS, doc="elements added after each dim"),
-        Attr("mode", AttrKind.STR, "constant", choices=("constant", "reflect", "replicate", "circular")),
-        Attr("value", AttrKind.FLOAT, 0.0, doc="fill value of constant mode"),
-    )
 
     def infer(self, types, attrs):
         t = types[0]

@@ -173,10 +173,10 @@ class Sub(BinaryArith):
     """Elementwise difference ``lhs - rhs``."""
 
     name = "tp.sub"
+    allow_bool = False
 
     def vjp(self, ctx, grads):
         return grads[0], -grads[0] if ctx.needs(1) else None
-    allow_bool = False
 
     def check_dtype(self, promoted):
         if promoted.is_bool:
@@ -206,11 +206,11 @@ class Div(BinaryArith):
     """True division ``lhs / rhs``; integer operands divide in the default float dtype."""
 
     name = "tp.div"
+    result_kind = "float"
 
     def vjp(self, ctx, grads):
         g, b = grads[0], ctx.input(1)
         return (g / b if ctx.needs(0) else None, -g * ctx.output() / b if ctx.needs(1) else None)
-    result_kind = "float"
 
     def compute(self, a, b):
         return np.true_divide(a, b)
@@ -226,10 +226,7 @@ class FloorDiv(BinaryArith):
     """Division rounded toward negative infinity (``lhs // rhs``)."""
 
     name = "tp.floor_div"
-
-    def vjp(self, ctx, grads):  # piecewise constant: zero almost everywhere, as PyTorch's div(rounding_mode=)
-        zero = G.zeros_like(ctx, grads[0])
-        return zero, zero
+    vjp = G.zero_vjp  # (as PyTorch's div(rounding_mode=))
     allow_bool = False
 
     def compute(self, a, b):
@@ -242,10 +239,7 @@ class TruncDiv(BinaryArith):
     """Division rounded toward zero (``div(..., rounding_mode='trunc')``)."""
 
     name = "tp.trunc_div"
-
-    def vjp(self, ctx, grads):  # piecewise constant: zero almost everywhere, as PyTorch's div(rounding_mode=)
-        zero = G.zeros_like(ctx, grads[0])
-        return zero, zero
+    vjp = G.zero_vjp  # (as PyTorch's div(rounding_mode=))
     allow_bool = False
 
     def compute(self, a, b):
@@ -261,13 +255,13 @@ class Remainder(BinaryArith):
     """Python-style remainder ``lhs % rhs``: the result has the sign of ``rhs``."""
 
     name = "tp.remainder"
+    allow_bool = False
 
     def vjp(self, ctx, grads):
         g = grads[0]
         if not ctx.needs(1):
             return g, None
         return g, -g * (ctx.input(0) / ctx.input(1)).floor()
-    allow_bool = False
 
     def compute(self, a, b):
         _check_int_divisor(self, b)
@@ -279,6 +273,8 @@ class Pow(BinaryArith):
     """Elementwise power ``lhs ** rhs``."""
 
     name = "tp.pow"
+    allow_bool = False
+    operands = _binary(lhs="base", rhs="exponent")
 
     def vjp(self, ctx, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
@@ -288,8 +284,6 @@ class Pow(BinaryArith):
         if ctx.needs(1):  # a ** b * log(a), 0 where a == 0 and b >= 0
             gb = G.where(ctx, (a == 0) & (b >= 0), 0.0, g * ctx.output() * a.log())
         return ga, gb
-    allow_bool = False
-    operands = _binary(lhs="base", rhs="exponent")
 
     def check_dtype(self, promoted):
         if promoted.is_bool:
@@ -338,12 +332,12 @@ class Atan2(BinaryArith):
     """Elementwise arc tangent of ``lhs / rhs`` using the signs of both for the quadrant."""
 
     name = "tp.atan2"
+    result_kind = "float"
 
     def vjp(self, ctx, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         d = g / (a * a + b * b)
         return (d * b if ctx.needs(0) else None, -d * a if ctx.needs(1) else None)
-    result_kind = "float"
 
     def compute(self, a, b):
         return np.arctan2(a, b)
@@ -519,10 +513,10 @@ class Neg(Unary):
     """Elementwise negation ``-input``."""
 
     name = "tp.neg"
+    allow_bool = False
 
     def vjp(self, ctx, grads):
         return (-grads[0],)
-    allow_bool = False
 
     def check_dtype(self, promoted):
         if promoted.is_bool:
@@ -538,10 +532,10 @@ class Abs(Unary):
     """Elementwise absolute value."""
 
     name = "tp.abs"
+    allow_bool = False
 
     def vjp(self, ctx, grads):
         return (grads[0] * ctx.input(0).sign(),)
-    allow_bool = False
 
     def compute(self, a):
         return np.abs(a)
@@ -552,9 +546,7 @@ class Sign(Unary):
     """Elementwise sign: -1, 0 or 1 (NaN stays NaN)."""
 
     name = "tp.sign"
-
-    def vjp(self, ctx, grads):
-        return (G.zeros_like(ctx, grads[0]),)
+    vjp = G.zero_vjp
 
     def compute(self, a):
         return a.copy() if a.dtype == np.bool_ else np.sign(a)
@@ -576,6 +568,7 @@ class Rounding(Unary):
     """Rounding is the identity on integer tensors, which keep their dtype."""
 
     allow_bool = False
+    vjp = G.zero_vjp
 
 
 @register
@@ -583,9 +576,6 @@ class Floor(Rounding):
     """Elementwise floor (round toward negative infinity)."""
 
     name = "tp.floor"
-
-    def vjp(self, ctx, grads):
-        return (G.zeros_like(ctx, grads[0]),)
 
     def compute(self, a):
         return np.floor(a) if a.dtype.kind == "f" else a.copy()
@@ -597,9 +587,6 @@ class Ceil(Rounding):
 
     name = "tp.ceil"
 
-    def vjp(self, ctx, grads):
-        return (G.zeros_like(ctx, grads[0]),)
-
     def compute(self, a):
         return np.ceil(a) if a.dtype.kind == "f" else a.copy()
 
@@ -610,9 +597,6 @@ class Trunc(Rounding):
 
     name = "tp.trunc"
 
-    def vjp(self, ctx, grads):
-        return (G.zeros_like(ctx, grads[0]),)
-
     def compute(self, a):
         return np.trunc(a) if a.dtype.kind == "f" else a.copy()
 
@@ -622,9 +606,6 @@ class Round(Rounding):
     """Round half to even, optionally to ``decimals`` decimal places."""
 
     name = "tp.round"
-
-    def vjp(self, ctx, grads):
-        return (G.zeros_like(ctx, grads[0]),)
     attributes = (Attr("decimals", AttrKind.INT, 0, doc="decimal places; negative rounds to tens"),)
 
     def compute(self, a, decimals):
@@ -742,6 +723,7 @@ class Gelu(FloatActivation):
     """Gaussian error linear unit, exact (``erf``) or with the ``tanh`` approximation."""
 
     name = "tp.gelu"
+    attributes = (Attr("approximate", AttrKind.STR, "none", choices=("none", "tanh")),)
 
     def vjp(self, ctx, grads):
         g, x = grads[0], ctx.input(0)
@@ -754,7 +736,6 @@ class Gelu(FloatActivation):
         cdf = 0.5 * (1 + (x * (1 / math.sqrt(2.0))).erf())
         pdf = (-0.5 * x * x).exp() * (1 / math.sqrt(2 * math.pi))
         return (g * (cdf + x * pdf),)
-    attributes = (Attr("approximate", AttrKind.STR, "none", choices=("none", "tanh")),)
 
     def compute(self, a, approximate):
         if approximate == "tanh":
@@ -783,11 +764,11 @@ class LeakyRelu(FloatActivation):
     """``x`` where positive, ``negative_slope * x`` elsewhere."""
 
     name = "tp.leaky_relu"
+    attributes = (Attr("negative_slope", AttrKind.FLOAT, 0.01),)
 
     def vjp(self, ctx, grads):
         g = grads[0]
         return (G.where(ctx, ctx.input(0) > 0, g, g * ctx.attrs["negative_slope"]),)
-    attributes = (Attr("negative_slope", AttrKind.FLOAT, 0.01),)
 
     def compute(self, a, negative_slope):
         return np.where(a > 0, a, a * a.dtype.type(negative_slope))
@@ -800,12 +781,12 @@ class Where(Elementwise):
     """Select ``lhs`` where ``condition`` is true, else ``rhs`` (broadcast over all three)."""
 
     name = "tp.where"
+    operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
 
     def vjp(self, ctx, grads):
         g, cond = grads[0], ctx.input(0)
         return (None, G.where(ctx, cond, g, 0.0) if ctx.needs(1) else None,
                 G.where(ctx, cond, 0.0, g) if ctx.needs(2) else None)
-    operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
 
     def common_dtype(self, types):
         return promote_operands(list(types[1:]))
@@ -828,6 +809,9 @@ class Clamp(Unary):
     """Limit values to ``[min, max]``; either bound may be absent. NaN propagates."""
 
     name = "tp.clamp"
+    allow_bool = False
+    attributes = (Attr("min", AttrKind.FLOAT, None, optional=True),
+                  Attr("max", AttrKind.FLOAT, None, optional=True))
 
     def vjp(self, ctx, grads):  # through where the input is within the bounds (inclusive, as PyTorch)
         x, lo, hi = ctx.input(0), ctx.attrs["min"], ctx.attrs["max"]
@@ -837,9 +821,6 @@ class Clamp(Unary):
         if hi is not None:
             inside = (x <= hi) if inside is None else inside & (x <= hi)
         return (G.where(ctx, inside, grads[0], 0.0),)
-    allow_bool = False
-    attributes = (Attr("min", AttrKind.FLOAT, None, optional=True),
-                  Attr("max", AttrKind.FLOAT, None, optional=True))
 
     def infer(self, types, attrs):
         if attrs["min"] is None and attrs["max"] is None:
@@ -873,12 +854,12 @@ class Cast(Op):
     """Convert to ``dtype`` (float to int truncates toward zero; nonzero becomes true)."""
 
     name = "tp.cast"
-
-    def vjp(self, ctx, grads):  # the engine casts the gradient back to the input's dtype
-        return (grads[0],)
     family = "elementwise"
     operands = (Operand("input"),)
     attributes = (Attr("dtype", AttrKind.DTYPE),)
+
+    def vjp(self, ctx, grads):  # the engine casts the gradient back to the input's dtype
+        return (grads[0],)
 
     def infer(self, types, attrs):
         return (types[0].with_dtype(attrs["dtype"]),)
@@ -892,13 +873,13 @@ class Fmod(BinaryArith):
     """C-style remainder: the result has the sign of ``lhs``."""
 
     name = "tp.fmod"
+    allow_bool = False
 
     def vjp(self, ctx, grads):
         g = grads[0]
         if not ctx.needs(1):
             return g, None
         return g, -g * (ctx.input(0) / ctx.input(1)).trunc()
-    allow_bool = False
 
     def compute(self, a, b):
         _check_int_divisor(self, b)

@@ -55,6 +55,8 @@ class Gather(Indexing):
     For ``dim = 0``: ``result[i][j] = input[index[i][j]][j]``; indices must be in range."""
 
     name = "tp.gather"
+    operands = (Operand("input"), Operand("index"))
+    attributes = (Attr("dim", AttrKind.INT),)
 
     def vjp(self, ctx, grads):  # scatter-add: every other dim indexed by its position
         shape, _ = ctx.input_meta[0]
@@ -72,8 +74,6 @@ class Gather(Indexing):
                 coords.append(pos.reshape([-1 if j == k else 1 for j in range(rank)]).expand(tuple(index.shape)))
         zero = ctx.zeros(shape, g.dtype, g)
         return (ctx.apply_op("tp.index_put", zero, g, *coords, dims=tuple(range(rank)), accumulate=True), None)
-    operands = (Operand("input"), Operand("index"))
-    attributes = (Attr("dim", AttrKind.INT),)
 
     def infer(self, types, attrs):
         t, index = types
@@ -106,6 +106,8 @@ class IndexSelect(Indexing):
     """The slices of ``input`` along ``dim`` at the positions of a 1-D ``index``."""
 
     name = "tp.index_select"
+    operands = (Operand("input"), Operand("index"))
+    attributes = (Attr("dim", AttrKind.INT),)
 
     def vjp(self, ctx, grads):
         shape, _ = ctx.input_meta[0]
@@ -116,8 +118,6 @@ class IndexSelect(Indexing):
         if len(shape) == 0:
             return (g, None)
         return (ctx.apply_op("tp.index_put", zero, g, index, dims=(d,), accumulate=True), None)
-    operands = (Operand("input"), Operand("index"))
-    attributes = (Attr("dim", AttrKind.INT),)
 
     def infer(self, types, attrs):
         t, index = types
@@ -195,6 +195,8 @@ class Index(Indexing):
     broadcast index shape; separated ones put it first (numpy's rule)."""
 
     name = "tp.index"
+    operands = (Operand("input"), Operand("indices", variadic=True))
+    attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),)
 
     def vjp(self, ctx, grads):  # added back where the elements were read (repeats add up)
         shape, _ = ctx.input_meta[0]
@@ -203,8 +205,6 @@ class Index(Indexing):
         zero = ctx.zeros(shape, g.dtype, g)
         return (ctx.apply_op("tp.index_put", zero, g, *indices, dims=ctx.attrs["dims"], accumulate=True),
                 *[None] * len(indices))
-    operands = (Operand("input"), Operand("indices", variadic=True))
-    attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),)
 
     def infer(self, types, attrs):
         t, *indices = types
@@ -230,6 +230,9 @@ class IndexPut(Indexing):
     or, with ``accumulate``, all of them add up."""
 
     name = "tp.index_put"
+    operands = (Operand("input"), Operand("values"), Operand("indices", variadic=True))
+    attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),
+                  Attr("accumulate", AttrKind.BOOL, False, doc="add instead of overwrite"))
 
     def vjp(self, ctx, grads):
         g = grads[0]
@@ -245,9 +248,6 @@ class IndexPut(Indexing):
         if ctx.needs(1):  # summed to the values' shape by the engine where they broadcast
             gv = ctx.apply_op("tp.index", g, *indices, dims=dims)
         return (gi, gv, *[None] * len(indices))
-    operands = (Operand("input"), Operand("values"), Operand("indices", variadic=True))
-    attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),
-                  Attr("accumulate", AttrKind.BOOL, False, doc="add instead of overwrite"))
 
     def infer(self, types, attrs):
         t, values, *indices = types

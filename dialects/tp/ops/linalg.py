@@ -11,7 +11,6 @@ import numpy as np
 
 from ..dtypes import from_numpy_dtype
 from ..errors import DTypeError, ShapeError
-from . import _grad as G
 from ..registry import Op, Operand, register
 from ..shapes import broadcast_shapes, same_dim
 from ..types import TensorType
@@ -34,6 +33,8 @@ class MatMul(Op):
     """
 
     name = "tp.matmul"
+    family = "linalg"
+    operands = (Operand("lhs"), Operand("rhs"))
 
     def vjp(self, ctx, grads):
         # 1-d operands as matrices (a row, b a column), batch dims summed away by the engine
@@ -55,8 +56,6 @@ class MatMul(Op):
             gb = a2.transpose(-1, -2) @ g2
             gb = gb.squeeze(-1) if b.dim() == 1 else gb
         return ga, gb
-    family = "linalg"
-    operands = (Operand("lhs"), Operand("rhs"))
 
     def infer(self, types, attrs):
         a, b = types

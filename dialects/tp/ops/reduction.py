@@ -168,13 +168,13 @@ class Mean(Reduction):
     """Arithmetic mean over ``dims`` of a floating-point input (NaN when empty)."""
 
     name = "tp.mean"
+    attributes = Reduction.attributes + (
+        Attr("dtype", AttrKind.DTYPE, None, optional=True, doc="convert the input to this first"),)
 
     def vjp(self, ctx, grads):
         shape, _ = ctx.input_meta[0]
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
         return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / max(G.count(shape, dims), 1),)
-    attributes = Reduction.attributes + (
-        Attr("dtype", AttrKind.DTYPE, None, optional=True, doc="convert the input to this first"),)
 
     def result_dtype(self, t, attrs):
         return attrs["dtype"] or t.dtype
@@ -199,6 +199,15 @@ class Extremum(Reduction):
     def check(self, t, dims, attrs):
         _check_nonempty(self, t, dims, attrs["dims"] is None)
 
+    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
+        x = ctx.input(0)
+        shape = tuple(x.shape)
+        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        keep = ctx.attrs["keepdim"]
+        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
+        ties = hit.sum(dim=dims, keepdim=True) if dims else hit
+        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
+
 
 def _check_nonempty(op: Op, t: TensorType, dims: Sequence[int], all_dims: bool) -> None:
     if all_dims and t.has_static_shape and t.numel() == 0:
@@ -215,15 +224,6 @@ class Amax(Extremum):
 
     name = "tp.amax"
 
-    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
-        x = ctx.input(0)
-        shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        keep = ctx.attrs["keepdim"]
-        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
-        ties = hit.sum(dim=dims, keepdim=True) if dims else hit
-        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
-
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.max(upcast(x, out_dtype), axis=dims, keepdims=keepdim)
 
@@ -233,15 +233,6 @@ class Amin(Extremum):
     """Smallest value over ``dims``; NaN wins."""
 
     name = "tp.amin"
-
-    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
-        x = ctx.input(0)
-        shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        keep = ctx.attrs["keepdim"]
-        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
-        ties = hit.sum(dim=dims, keepdim=True) if dims else hit
-        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         return np.min(upcast(x, out_dtype), axis=dims, keepdims=keepdim)
@@ -311,6 +302,9 @@ class Var(Reduction):
     """Variance over ``dims``: squared deviations summed, divided by ``max(0, N - correction)``."""
 
     name = "tp.var"
+    attributes = Reduction.attributes + (
+        Attr("correction", AttrKind.FLOAT, 1.0,
+             doc="subtracted from the element count (Bessel: 1)"),)
 
     def vjp(self, ctx, grads):
         x = ctx.input(0)
@@ -320,9 +314,6 @@ class Var(Reduction):
         centered = x - x.mean(dim=dims, keepdim=True) if dims else x - x
         scale = 2.0 / n if n != 0 else math.inf  # no degrees of freedom: NaN, as PyTorch's
         return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) * centered * scale,)
-    attributes = Reduction.attributes + (
-        Attr("correction", AttrKind.FLOAT, 1.0,
-             doc="subtracted from the element count (Bessel: 1)"),)
 
     def check(self, t, dims, attrs):
         if not t.dtype.is_floating_point:
@@ -511,6 +502,10 @@ class LayerNorm(Op):
     scale by ``weight`` and shift by ``bias`` when given."""
 
     name = "tp.layer_norm"
+    family = "normalization"
+    operands = (Operand("input"), Operand("weight", optional=True), Operand("bias", optional=True))
+    attributes = (Attr("normalized_shape", AttrKind.INTS, doc="the trailing dims normalized over"),
+                  Attr("eps", AttrKind.FLOAT, 1e-5, doc="added to the variance"))
 
     def vjp(self, ctx, grads):
         x, w = ctx.input(0), ctx.input(1)
@@ -530,10 +525,6 @@ class LayerNorm(Op):
         if ctx.needs(2):
             gb = g
         return gx, gw, gb
-    family = "normalization"
-    operands = (Operand("input"), Operand("weight", optional=True), Operand("bias", optional=True))
-    attributes = (Attr("normalized_shape", AttrKind.INTS, doc="the trailing dims normalized over"),
-                  Attr("eps", AttrKind.FLOAT, 1e-5, doc="added to the variance"))
 
     def infer(self, types, attrs):
         x, weight, bias = (list(types) + [None, None])[:3]

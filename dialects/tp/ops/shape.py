@@ -18,7 +18,6 @@ from .._lazy import lazy
 
 from .. import symbolic as sym
 from ..errors import DimError, DTypeError, ShapeError
-from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim
 from ..types import Dim, TensorType
@@ -103,10 +102,10 @@ class Reshape(ShapeOp):
     """Same elements in row-major order under a new ``shape``; one entry may be -1 (inferred)."""
 
     name = "tp.reshape"
+    attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1", symbolic=True),)
 
     def vjp(self, ctx, grads):
         return (grads[0].reshape(ctx.input_meta[0][0]),)
-    attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1", symbolic=True),)
 
     def infer(self, types, attrs):
         t = types[0]
@@ -133,11 +132,11 @@ class Permute(ShapeOp):
     """Reorder the dimensions: result dimension ``i`` is input dimension ``dims[i]``."""
 
     name = "tp.permute"
+    attributes = (Attr("dims", AttrKind.INTS, doc="a permutation of the input dimensions"),)
 
     def vjp(self, ctx, grads):
         dims = [d % len(ctx.attrs["dims"]) for d in ctx.attrs["dims"]]
         return (grads[0].permute([dims.index(i) for i in range(len(dims))]),)
-    attributes = (Attr("dims", AttrKind.INTS, doc="a permutation of the input dimensions"),)
 
     def infer(self, types, attrs):
         t = types[0]
@@ -194,10 +193,10 @@ class BroadcastTo(ShapeOp):
     """Repeat size-1 dimensions (and add leading ones) to reach ``shape``; -1 keeps a size."""
 
     name = "tp.broadcast_to"
+    attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size", symbolic=True),)
 
     def vjp(self, ctx, grads):  # the engine sums over the broadcast dims
         return (grads[0],)
-    attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size", symbolic=True),)
 
     def infer(self, types, attrs):
         t = types[0]
@@ -214,6 +213,9 @@ class Concat(Op):
     """Join tensors of one dtype and rank along ``dim``; other sizes must agree."""
 
     name = "tp.concat"
+    family = "shape"
+    operands = (Operand("inputs", variadic=True),)
+    attributes = (Attr("dim", AttrKind.INT, 0),)
 
     def vjp(self, ctx, grads):  # each input's slab of the gradient
         g = grads[0]
@@ -224,9 +226,6 @@ class Concat(Op):
             out.append(g.narrow(d, at, n) if ctx.needs(i) else None)
             at += n
         return tuple(out)
-    family = "shape"
-    operands = (Operand("inputs", variadic=True),)
-    attributes = (Attr("dim", AttrKind.INT, 0),)
 
     def infer(self, types, attrs):
         if not types:
@@ -344,6 +343,7 @@ class SliceUpdate(Strided):
     """A copy of ``input`` whose strided box ``[starts:ends:steps]`` holds ``update``."""
 
     name = "tp.slice_update"
+    operands = (Operand("input"), Operand("update", doc="the box's new value, of the box's shape"))
 
     def vjp(self, ctx, grads):
         g = grads[0]
@@ -352,7 +352,6 @@ class SliceUpdate(Strided):
         gi = ctx.apply_op("tp.slice_update", g, ctx.zeros(ushape, g.dtype, g), **box) if ctx.needs(0) else None
         gu = ctx.apply_op("tp.slice", g, **box) if ctx.needs(1) else None
         return gi, gu
-    operands = (Operand("input"), Operand("update", doc="the box's new value, of the box's shape"))
 
     def infer(self, types, attrs):
         t, u = types
@@ -382,10 +381,10 @@ class Flip(ShapeOp):
     """Reverse the order of elements along each of ``dims``."""
 
     name = "tp.flip"
+    attributes = (Attr("dims", AttrKind.INTS),)
 
     def vjp(self, ctx, grads):
         return (grads[0].flip(ctx.attrs["dims"]),)
-    attributes = (Attr("dims", AttrKind.INTS),)
 
     def flip_dims(self, attrs, rank: int) -> tuple[int, ...]:
         dims = tuple(normalize_dim(self.name, d, rank) for d in attrs["dims"])
