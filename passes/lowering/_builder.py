@@ -452,6 +452,19 @@ def fence(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
     return tied.results[0], made + [tied]
 
 
+def unpadded_strided_insert(value: ir.Value) -> ir.Value:
+    """``value``, behind a :func:`fence` when it is made by a strided ``tensor.insert_slice``
+    and is about to be padded: IREE 3.13 folds ``tensor.pad`` of such an insert into one
+    insert that drops the strides (the elements land packed, in the wrong places), whenever
+    two or more of the outer dims exceed 1 (the gradient of a strided convolution)."""
+    op = getattr(value.owner, "operation", None)
+    if op is None or op.name != "tensor.insert_slice":
+        return value
+    if all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_strides"])):
+        return value
+    return fence(value)[0]
+
+
 def unfused_strided_slice(value: ir.Value) -> ir.Value:
     """``value``, behind a :func:`fence` when it is a strided ``tensor.extract_slice`` of
     dynamic sizes (or a reshape of one): IREE 3.13 cannot compile such a slice fused into a

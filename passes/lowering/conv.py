@@ -21,7 +21,7 @@ from ...dialects.tp import dtypes as dt
 from ...dialects.tp.ops.elementwise import cast_array
 from ...dialects.tp.types import is_static
 from . import LowerCtx, lowers
-from ._builder import (beats, cast_scalar, collapse, const_scalar, dim_map, elem_type, empty, expand,
+from ._builder import (beats, unpadded_strided_insert, cast_scalar, collapse, const_scalar, dim_map, elem_type, empty, expand,
                        extremum_identity, filled, generic, identity_map, int_div, loop_index, match_type,
                        parallel, scalar_add, tensor_type)
 from ._sizes import Size, as_index, has_static_zero, index_add, index_const, sizes_of, split_sizes
@@ -35,6 +35,7 @@ def _pad_constant(value: ir.Value, sizes: Sequence[Size], low: Sequence[int], hi
     new = [index_add(s, lo + hi) if lo + hi else s for s, lo, hi in zip(sizes, low, high)]
     if not any(low) and not any(high):
         return value, new
+    value = unpadded_strided_insert(value)
     op = tensor.PadOp(tensor_type(new, elem), value, [], [], list(low), list(high))
     block = op.regions[0].blocks.append(*[ir.IndexType.get()] * len(sizes))
     with ir.InsertionPoint(block):

@@ -212,3 +212,31 @@ def test_processes_share_artifacts_compiling_once(cache_dir):
     assert a["digest"] == b["digest"] == later["digest"]
     assert "leaked" not in err
     assert len(list(cache_dir.glob("*.tpc"))) == 1
+
+
+def test_an_entry_written_by_another_lowering_is_stale(cache_dir, tmp_path, monkeypatch):
+    # the record names a hash of the lowering code, so a checkout whose lowering changed (the
+    # same version number) never loads what an older one compiled
+    key = _key(mlir="lowering")
+    cache.store_entry(key, b"compiled by this lowering")
+    assert cache.load_entry(key) == b"compiled by this lowering"
+    version = cache._tensorplay_version()
+    assert version.endswith("+" + cache._lowering_fingerprint())
+    edited = tmp_path / "passes"
+    edited.mkdir()
+    (edited / "lowering.py").write_text("# changed\n")
+    import importlib.machinery
+
+    real = cache.importlib.util.find_spec
+
+    def find_spec(name, *a):
+        spec = real(name, *a)
+        if name == "tensorplay.passes":
+            spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+            spec.submodule_search_locations = [str(edited)]
+        return spec
+
+    monkeypatch.setattr(cache.importlib.util, "find_spec", find_spec)
+    assert cache._lowering_fingerprint() != version.rsplit("+", 1)[1]
+    monkeypatch.delitem(cache._versions, "tp")
+    assert cache.load_entry(key) is None and cache.cache_stats()["stale"] == 1

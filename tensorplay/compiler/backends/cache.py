@@ -130,10 +130,27 @@ def _tensorplay_version() -> str:
         from importlib import metadata
 
         try:
-            _versions["tp"] = metadata.version("tensorplay")
+            version = metadata.version("tensorplay")
         except metadata.PackageNotFoundError:
-            _versions["tp"] = "unknown"
+            version = "unknown"
+        _versions["tp"] = f"{version}+{_lowering_fingerprint()}"
     return _versions["tp"]
+
+
+def _lowering_fingerprint() -> str:
+    """A hash of the code that turns a tp module into what IREE compiles (the dialect, the
+    passes and the lowering, the backends' flags): a checkout or install whose lowering
+    differs never loads another's artifacts, whatever its version number says."""
+    h = hashlib.sha256()
+    for package in ("tensorplay.dialects", "tensorplay.passes", "tensorplay.compiler.backends"):
+        spec = importlib.util.find_spec(package)  # (where it lies; nothing is imported)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(list(spec.submodule_search_locations)[0])
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def host_target() -> str:
