@@ -128,6 +128,7 @@ class ConvertTpToLinalg(Pass):
                 self._lower_function(fn)
                 _fence(fn, _read_through_two_maps)
                 _fence(fn, _gather_into_reduction)
+                _fence(fn, _product_partly_broadcast_into_reduction)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
                 if not self.fuse_wide_inner_reductions:
@@ -222,6 +223,35 @@ def _gather_into_reduction(op: ir.Operation) -> bool:
                 if not any(user == s for s in seen):
                     seen.append(user)
                     stack.append(user)
+    return False
+
+
+def _product_partly_broadcast_into_reduction(op: ir.Operation) -> bool:
+    """An elementwise product read by a reduction, one of whose factors is broadcast over
+    some but not all of the reduced dims (``(x * v).sum()`` for ``x`` of (N, C) and ``v`` of
+    (C,); a mean over (1, 2) of (N, H, W) times (W,)). IREE 3.13 fuses the two into a
+    "matvec-like" contraction whose ``vector.contract`` it then rejects ("invalid
+    accumulator/result vector shape"), failing the compile at every optimization level."""
+    iterators = _is_reduction(op)
+    if iterators is None or any(iterators) or not any(
+            inner.operation.name in ("arith.mulf", "arith.muli") for inner in op.regions[0].blocks[0].operations):
+        return False
+    maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    n_in = len(maps) - len(op.results)
+    for k, result in enumerate(op.results):
+        out = _map_dims(maps[n_in + k])  # result dim -> this op's loop dim
+        for use in result.uses:
+            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            reduced_loops = _is_reduction(user)
+            if not reduced_loops or not any(reduced_loops):
+                continue
+            user_maps = [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(user.attributes["indexing_maps"])]
+            read = _map_dims(user_maps[use.operand_number])  # result dim -> user's loop dim
+            reduced = {out[d] for d, u in enumerate(read) if u is not None and reduced_loops[u] and out[d] is not None}
+            for m in maps[:n_in]:
+                reads = {d for d in _map_dims(m) if d is not None} & reduced
+                if reads and reads != reduced:
+                    return True
     return False
 
 
