@@ -243,9 +243,9 @@ class Tensor:
         replaces the gradient. Returns a handle with ``remove()``."""
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.engine import RemovableHandle, _edge
+        from .autograd.engine import RemovableHandle, edge_of
 
-        node, nr = _edge(self)
+        node, nr = edge_of(self)
         if self._grad_fn is None:
             self._keep_acc = node  # the hook lives as long as the tensor
         hooks = node._pre_hooks.setdefault(nr, [])
@@ -258,9 +258,9 @@ class Tensor:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        from .autograd.engine import _edge
+        from .autograd.engine import edge_of
 
-        node, _ = _edge(self)
+        node, _ = edge_of(self)
         self._keep_acc = node
         return node.register_hook(hook)
 
@@ -313,8 +313,15 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        if self._data is None:
-            return self
+        from . import _dispatch
+
+        if self._data is None or _dispatch.current_handler() is not None:
+            # under a capture: a copy no gradient flows through, read from the traced value (a
+            # parameter detached inside a compiled function is an input, never a constant)
+            from ._grad_mode import no_grad
+
+            with no_grad():
+                return _E.clone(self)
         return Tensor._wrap(self._data)
 
     def cpu(self) -> Tensor:

@@ -58,6 +58,8 @@ class Node:
     results: tuple[Value, ...] = ()
     loc: SourceLoc | None = None
     callee: Graph | None = None
+    #: applied while grad mode was off (or by ``detach``): no gradient flows through it
+    stop_gradient: bool = False
 
     @property
     def opdef(self) -> Op:

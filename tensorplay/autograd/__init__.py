@@ -76,13 +76,13 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
 
 
 def _grad(roots: list, inputs: Sequence[Any], retain_graph: bool, create_graph: bool, allow_unused: bool) -> tuple:
-    from .engine import _edge
+    from .engine import edge_of
 
     capture = {}
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"One of the differentiated Tensors does not require grad (input {i})")
-        capture[_edge(t)] = i
+        capture[edge_of(t)] = i
     captured = run_backward(roots, retain_graph=retain_graph, create_graph=create_graph, capture=capture,
                             accumulate=False)
     out = []

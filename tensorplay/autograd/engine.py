@@ -24,7 +24,8 @@ from typing import Any
 
 from .._grad_mode import no_grad, set_grad_enabled
 
-__all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle"]
+__all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
+           "fit_gradient", "add_gradients", "edge_of"]
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
           "have already been freed). Saved intermediate values of the graph are freed when you call "
@@ -141,7 +142,7 @@ class Node(GraphNode):
         super().__init__()
         self.op = op
         self.attrs = attrs
-        self.next_functions: tuple = tuple(_edge(o) for o in operands)
+        self.next_functions: tuple = tuple(edge_of(o) for o in operands)
         self.needs_input_grad = tuple(e is not None for e in self.next_functions)
         self.input_meta = tuple(None if o is None else (tuple(o.shape), o.dtype) for o in operands)
         self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
@@ -252,7 +253,7 @@ def mark_no_backward(value: Any, name: str, why: str, keep: set[int] = frozenset
             stack.extend(v.values())
 
 
-def _edge(t: Any) -> tuple | None:
+def edge_of(t: Any) -> tuple | None:
     """Where gradient for operand ``t`` goes: (node, output index), or None."""
     if t is None or not t.requires_grad:
         return None
@@ -283,19 +284,35 @@ def record(op: Any, operands: Sequence[Any], attrs: dict, outputs: Sequence[Any]
 
 # --- running backward ------------------------------------------------------------------------
 
+def _same_size(a: Any, b: Any) -> bool:
+    """Whether two sizes are equal; symbolic sizes (a traced backward) are compared as
+    expressions, so that no size decision is taken that the forward did not take."""
+    na, nb = getattr(a, "node", None), getattr(b, "node", None)
+    if na is not None or nb is not None:
+        return bool(na is not None and nb is not None and na == nb) or (
+            na is None and nb is None and a == b)
+    return a == b
+
+
 def _sum_to(g: Any, shape: tuple) -> Any:
     """``g`` summed over the dims that broadcasting added to reach its shape from ``shape``."""
     gshape = tuple(g.shape)
-    if gshape == shape:
+    if len(gshape) == len(shape) and all(_same_size(a, b) for a, b in zip(gshape, shape)):
         return g
     lead = len(gshape) - len(shape)
-    dims = list(range(lead)) + [lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1]
+    # a dim of size 1 that g has larger; a symbolic dim in shape is never a broadcast one
+    dims = list(range(lead)) + [lead + i for i, n in enumerate(shape)
+                                if getattr(n, "node", None) is None and n == 1
+                                and not _same_size(gshape[lead + i], 1)]
     if dims:
         g = g.sum(dim=tuple(dims), keepdim=True)
-    return g.reshape(shape) if tuple(g.shape) != shape else g
+    if len(g.shape) == len(shape) and all(_same_size(a, b) for a, b in zip(tuple(g.shape), shape)):
+        return g
+    return g.reshape(shape)
 
 
-def _fit(g: Any, meta: tuple) -> Any:
+def fit_gradient(g: Any, meta: tuple) -> Any:
+    """``g`` summed to the operand's shape and cast to its dtype (``meta``: (shape, dtype))."""
     shape, dtype = meta
     g = _sum_to(g, shape)
     if g.dtype is not dtype:
@@ -303,13 +320,13 @@ def _fit(g: Any, meta: tuple) -> Any:
     return g
 
 
-def _add(a: Any, b: Any) -> Any:
+def add_gradients(a: Any, b: Any) -> Any:
+    """The sum of two gradients of one value, either of which may be None."""
     if a is None:
         return b
     if b is None:
         return a
     return a + b
-
 
 
 def _collect(roots: Sequence[tuple]) -> dict:
@@ -340,7 +357,7 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
     output index) to a key and returns the gradient that reached each (``autograd.grad``)."""
     edges = []
     for t, g in roots:
-        edge = _edge(t)
+        edge = edge_of(t)
         if edge is None:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         edges.append((edge, g))
@@ -348,7 +365,7 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
     buffers: dict[Any, dict[int, Any]] = {}
     for (node, nr), g in edges:
         slot = buffers.setdefault(node, {})
-        slot[nr] = _add(slot.get(nr), g)
+        slot[nr] = add_gradients(slot.get(nr), g)
     ready = [n for n in dict.fromkeys(node for (node, _), _ in edges) if deps.get(n, 0) == 0]
     captured: dict = {}
     with set_grad_enabled(create_graph):
@@ -378,7 +395,7 @@ def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accu
         for nr, g in grads.items():
             key = capture.get((node, nr))
             if key is not None:
-                captured[key] = _add(captured.get(key), g)
+                captured[key] = add_gradients(captured.get(key), g)
     if isinstance(node, NoBackward):
         node.apply([])
     if isinstance(node, AccumulateGrad):
@@ -422,9 +439,9 @@ def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accu
         nxt, nr = edge
         g = outs[i]
         if g is not None:
-            g = _fit(g, node.input_meta[i])
+            g = fit_gradient(g, node.input_meta[i])
             slot = buffers.setdefault(nxt, {})
-            slot[nr] = _add(slot.get(nr), g)
+            slot[nr] = add_gradients(slot.get(nr), g)
         deps[nxt] -= 1
         if deps[nxt] == 0:
             ready.append(nxt)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._grad_mode import is_grad_enabled, no_grad
-from .engine import _FREED, GraphNode, _Saved, _edge
+from .engine import _FREED, GraphNode, _Saved, edge_of
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -84,7 +84,7 @@ class _FunctionNode(GraphNode):
         self.op = _FunctionOp(cls)
         self.ctx = ctx
         self.attrs: dict = {}
-        self.next_functions = tuple(None if t is None else _edge(t) for t in tensor_args)
+        self.next_functions = tuple(None if t is None else edge_of(t) for t in tensor_args)
         self.needs_input_grad = tuple(e is not None for e in self.next_functions)
         self.input_meta = tuple(None if t is None else (tuple(t.shape), t.dtype) for t in tensor_args)
         self.output_meta = tuple((tuple(o.shape), o.dtype) for o in outputs)
@@ -121,8 +121,16 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        from .._dispatch import current_handler
         from .._tensor import Tensor
 
+        handler = current_handler()
+        if handler is not None and is_grad_enabled() and hasattr(handler, "run_eagerly") and any(
+                isinstance(a, Tensor) and (a._requires_grad or a._data is None) for a in args):
+            # a capture under grad mode: the backward is this class's Python, which a compiled
+            # backward cannot run, so the call runs eagerly (a graph break; an error under fullgraph)
+            return handler.run_eagerly(cls.apply, args, kwargs,
+                                       f"{cls.__name__}.apply (a custom autograd.Function: its backward is Python)")
         ctx = FunctionCtx()
         tensors = [a if isinstance(a, Tensor) else None for a in args]
         ctx.needs_input_grad = tuple(t is not None and t.requires_grad for t in tensors)

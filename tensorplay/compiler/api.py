@@ -23,12 +23,13 @@ import numpy as np
 
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
-from ..autograd.engine import NoBackward, mark_no_backward
+from ..autograd.engine import NoBackward
 from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
 from ._logging import get_logger
+from .autodiff import Differentiated, differentiate, live_values, replay_eagerly
 from .capture import pytree
 from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
 from .capture.graphs import interpret, structural_key
@@ -68,19 +69,9 @@ SEGMENTED = "segmented"
 
 # -- cache entries -----------------------------------------------------------------------------
 
-_NO_BACKWARD = ("backward through the compiled graph {name!r} is not supported yet: tp.compile does not "
-                "build backward graphs (compiled training is not implemented). Run the model eagerly for "
-                "training (without tp.compile), or call the compiled model under tp.no_grad() when no "
+_NO_BACKWARD = ("backward through the compiled graph {name!r} is not supported: {why}. Run that part eagerly "
+                "for training (tp.compiler.disable), or call the compiled model under tp.no_grad() when no "
                 "gradient is needed")
-
-
-def _own_tensors(leaves: list[Any], modules: list[tuple[Any, Any]]) -> set[int]:
-    """The ids of a call's argument tensors and its modules' parameters and buffers."""
-    own = {id(x) for x in leaves}
-    for _, m in modules:
-        own.update(id(t) for t in m.parameters())
-        own.update(id(t) for t in m.buffers())
-    return own
 
 
 def _requires_grad(binding: Any, leaves: list[Any]) -> bool:
@@ -121,9 +112,11 @@ class Entry:
         self.shape_guard: ShapeGuard | None = None
         #: set when the capture had inputs requiring grad under grad mode: the results that
         #: depend on them (``grad_outputs``, graph output indexes) then require grad as eager's
-        #: do, and backward through them raises (compiled training is not implemented)
+        #: do; ``training`` runs their compiled backward, else backward raises ``no_backward_why``
         self.no_backward: str | None = None
+        self.no_backward_why = ""
         self.grad_outputs: frozenset[int] = frozenset()
+        self.training: Differentiated | None = None
         self._grad_node: Any = None
 
     def failing_guard(self) -> str | None:
@@ -140,6 +133,9 @@ class Entry:
         if arrays is None:
             arrays = [b.fetch(leaves) for b in self.bindings]
         outs = self.runner(*arrays) if self.runner is not None else []
+        node = None
+        if self.training is not None:
+            node = self.training.node([b.source(leaves) for b in self.bindings], arrays, outs)
         for target, k in self.writebacks:
             if isinstance(target, ArgInput):
                 obj = leaves[target.index]
@@ -155,7 +151,7 @@ class Entry:
             out = outs[self.out_spec[0][1]]  # (one new tensor: the usual result)
             t = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
             if self.grad_outputs:
-                self._no_backward(t, self.out_spec[0][1])
+                self._grad_fn(t, self.out_spec[0][1], node)
             return t
         made: dict[int, Tensor] = {}
         result: list[Any] = []
@@ -167,7 +163,7 @@ class Entry:
                     out = outs[item[1]]
                     t = made[item[1]] = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
                     if self.grad_outputs:
-                        self._no_backward(t, item[1])
+                        self._grad_fn(t, item[1], node)
                 result.append(t)
             elif kind == "object":
                 b = item[1]
@@ -176,24 +172,25 @@ class Entry:
                 result.append(item[1])
         return pytree.unflatten(self.out_tree, result)
 
-    def _no_backward(self, t: Tensor, k: int) -> None:
-        if k in self.grad_outputs:
-            if self._grad_node is None:
-                self._grad_node = NoBackward(self.no_backward, _NO_BACKWARD.format(name=self.name))
-            t._requires_grad = True
-            t._grad_fn = self._grad_node
+    def _grad_fn(self, t: Tensor, k: int, node: Any) -> None:
+        if k not in self.grad_outputs:
+            return
+        t._requires_grad = True
+        if node is not None:
+            t._grad_fn = node
+            t._output_nr = self.training.grad_outputs.index(k)
+            return
+        if self._grad_node is None:
+            self._grad_node = NoBackward(self.no_backward, _NO_BACKWARD.format(name=self.name,
+                                                                               why=self.no_backward_why))
+        t._grad_fn = self._grad_node
 
 
 def _graph_grad_outputs(graph: Graph, requires: list[bool]) -> frozenset[int]:
     """The outputs of ``graph`` that depend, through differentiable ops, on an input whose
     flag in ``requires`` is set: those eager autograd would make require grad."""
-    flags = {id(v): r for v, r in zip(graph.inputs, requires)}
-    for node in graph.nodes:
-        live = any(i is not None and flags.get(id(i), False) for i in node.inputs)
-        diff = node.callee is not None or node.opdef.differentiable
-        for r in node.results:
-            flags[id(r)] = live and diff and r.type.dtype.is_floating_point
-    return frozenset(k for k, v in enumerate(graph.outputs) if flags.get(id(v), False))
+    live = live_values(graph, [i for i, r in enumerate(requires) if r])
+    return frozenset(k for k, v in enumerate(graph.outputs) if v in live)
 
 
 def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
@@ -470,16 +467,7 @@ class CompiledFunction:
                 entry.hits += 1
                 if entry.kind == GRAPH:
                     return entry.run(leaves)
-                result = self._run_segmented(args, kwargs)
-                if entry.no_backward is not None:
-                    modules = [(None, m) for m in pytree.flatten_call(args, kwargs)[0] if isinstance(m, Module)]
-                    if isinstance(self._fn, functools.partial) or hasattr(self._fn, "__self__"):
-                        owner = getattr(self._fn, "__self__", None)
-                        if isinstance(owner, Module):
-                            modules.append((None, owner))
-                    mark_no_backward(result, entry.no_backward, _NO_BACKWARD.format(name=entry.name),
-                                     _own_tensors(leaves, modules))
-                return result
+                return self._run_segmented(args, kwargs)
             return self._capture(args, kwargs, leaves, treedef, key)
 
     def _lookup(self, key: CallKey, leaves: list[Any]) -> Entry | None:
@@ -551,7 +539,9 @@ class CompiledFunction:
         name = self.name if group.count == 0 else f"{self.name}_{group.count}"
         config = CaptureConfig(name=name, fullgraph=self.fullgraph, strict_native=self.strict_native,
                                dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions,
-                               dynamic_dims=dynamic_dims)
+                               dynamic_dims=dynamic_dims,
+                               differentiate=self._differentiator(leaves, name) if is_grad_enabled() else None,
+                               run_training=self._run_segment_training)
         session = Capture(config)
         try:
             trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
@@ -566,11 +556,6 @@ class CompiledFunction:
                     check.refresh()
             entry = Entry(SEGMENTED, key, self._config, name, guards, keepalive)
             entry.paths = paths
-            if is_grad_enabled() and (any(isinstance(t, Tensor) and t.requires_grad for t in leaves) or
-                                      any(p.requires_grad for _, m in modules for p in m.parameters())):
-                entry.no_backward = f"{name}Backward"
-                mark_no_backward(session.result, entry.no_backward, _NO_BACKWARD.format(name=name),
-                                 _own_tensors(leaves, modules))
             group.add(entry)
             return session.result
         return self._install(trace, key, name, guards, keepalive, leaves, paths)
@@ -619,13 +604,50 @@ class CompiledFunction:
         requires = [_requires_grad(b, leaves) for b in trace.bindings]
         if is_grad_enabled() and any(requires):  # (grad mode and requires_grad are in the guards)
             entry.no_backward = f"{name}Backward"
-            entry.grad_outputs = _graph_grad_outputs(graph, requires)
+            training = trace.training
+            if isinstance(training, Differentiated) and any(
+                    _requires_grad(target, leaves) for target, _ in trace.writebacks
+                    if not isinstance(target, weakref.ref)):
+                training = "the function updates an input that requires grad in place"
+            if isinstance(training, Differentiated):
+                if hasattr(entry.runner, "device_results"):  # saved values stay on a GPU device
+                    entry.runner.device_results = frozenset(range(training.n_outputs, len(graph.outputs)))
+                backend = self._backend_for(first)
+                training.compile = lambda g, arrays: compile_graph(g, arrays, backend) if g.nodes \
+                    else _passthrough(g)
+                entry.training = training
+                entry.grad_outputs = frozenset(training.grad_outputs)
+            else:
+                entry.no_backward_why = training or "its backward could not be built"
+                entry.grad_outputs = _graph_grad_outputs(graph, requires)
         result = entry.run(leaves, first)
         for b in trace.bindings:
             if not isinstance(b, ArrayInput):
                 b.first = None
         self._group.add(entry)
         return result
+
+    def _differentiator(self, leaves: list[Any], name: str) -> Callable[..., Any]:
+        """The capture's ``differentiate`` hook: the graph's backward for the inputs that
+        require grad, or the reason it cannot be built (logged; backward then raises it)."""
+        partitioner = self.options.get("partitioner", "min_cut")
+
+        def build(graph: Graph, bindings: Any, env: Any = None) -> Any:
+            # bindings: the capture's (whole graphs), or the input positions (segments)
+            requires = bindings if leaves is None else [i for i, b in enumerate(bindings)
+                                                        if _requires_grad(b, leaves)]
+            if not requires:
+                return None
+            outputs = list(graph.outputs)
+            try:
+                return differentiate(graph, requires, name, shape_env=env, partitioner=partitioner)
+            except Exception as exc:  # noqa: BLE001 - the forward still compiles; backward raises this
+                graph.set_outputs(outputs)
+                why = f"its backward could not be built ({type(exc).__name__}: {exc})"
+                _log_perf.warning("%s: %s", name, why)
+                return why
+
+        return build
 
     def _guards(self, leaves: list[Any], paths: list[str]) -> tuple[list, list, list]:
         modules: list[tuple[str, Any]] = []
@@ -673,7 +695,8 @@ class CompiledFunction:
 
     def _run_segmented(self, args: tuple, kwargs: dict) -> Any:
         config = CaptureConfig(name=self.name, fullgraph=False, strict_native=False, dynamic=self.dynamic,
-                               run_graph=self._run_segment, regions=self._group.regions)
+                               run_graph=self._run_segment, regions=self._group.regions,
+                               run_training=self._run_segment_training)
         return Capture(config, mode=LAZY).run_lazy(self._fn, args, kwargs)
 
     def _run_segment(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
@@ -693,6 +716,58 @@ class CompiledFunction:
             runner = compile_graph(graph, arrays, self._backend_for(arrays)) if graph.nodes else _passthrough(graph)
             group.segments[skey] = runner
         return runner(*arrays)
+
+    def _run_segment_training(self, graph: Graph, arrays: list[Any], sources: list[Any]) -> tuple[list, Any]:
+        """Run a segment whose inputs need gradients: its forward (cached with its backward
+        by structure and by which inputs require grad), and the grad_fn for its results."""
+        group = self._group
+        requires = tuple(i for i, t in enumerate(sources)
+                         if t is not None and t._requires_grad and t.dtype.is_floating_point)
+        skey = (structural_key(graph), self._config, "training", requires)
+        hit = group.segments.get(skey)
+        if hit is None:
+            limit = self.recompile_limit * SEGMENTS_PER_RECOMPILE
+            if len(group.segments) >= limit:  # eager from here on, as _run_segment (which warns)
+                outs = replay_eagerly(graph, [t if t is not None else Tensor._wrap(a)
+                                              for t, a in zip(sources, arrays)])
+
+                def follow(t: Tensor, k: int) -> None:
+                    if outs[k]._grad_fn is not None:
+                        t._requires_grad, t._grad_fn, t._output_nr = True, outs[k]._grad_fn, outs[k]._output_nr
+
+                return [o._data for o in outs], follow
+            name = graph.name = f"{self.name}_segment{len(group.segments)}"
+            training = self._differentiator(None, name)(graph, requires)
+            backend = self._backend_for(arrays)
+            runner = compile_graph(graph, arrays, backend)
+            if isinstance(training, Differentiated):
+                if hasattr(runner, "device_results"):
+                    runner.device_results = frozenset(range(training.n_outputs, len(graph.outputs)))
+                training.compile = lambda g, a: compile_graph(g, a, backend) if g.nodes else _passthrough(g)
+                hit = (runner, training, frozenset(training.grad_outputs), None)
+            else:
+                why = _NO_BACKWARD.format(name=name, why=training)
+                hit = (runner, None, _graph_grad_outputs(graph, [i in requires for i in range(len(sources))]), why)
+            group.segments[skey] = hit
+        runner, training, grad_outputs, why = hit
+        outs = runner(*arrays)
+        if training is not None:
+            node = training.node(sources, arrays, outs)
+            order = training.grad_outputs
+            outs = outs[:training.n_outputs]
+        else:
+            node, order = NoBackward(f"{graph.name}Backward", why), None
+
+        def grad_fn(t: Tensor, k: int) -> None:
+            if k not in grad_outputs:
+                return
+            if t._requires_grad and t._grad_fn is None:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            t._requires_grad = True
+            t._grad_fn = node
+            t._output_nr = order.index(k) if order is not None else 0
+
+        return outs, grad_fn
 
     def _check_dynamic(self, leaves: list[Any], paths: list[str]) -> dict:
         if self.dynamic_shapes is None:

@@ -70,9 +70,10 @@ def _sample(model: Any, data: _Data, prompt: str, n: int, seed: int) -> str:
 
 def train(steps: int = 300, batch: int = 16, lr: float = 3e-3, checkpoint: str | None = None,
           resume: bool = False, seed: int = 0, log: Any = sys.stdout, sample_chars: int = 80,
-          stop_at: int | None = None) -> dict:
+          stop_at: int | None = None, compile: bool = False) -> dict:
     """Train a schedule of ``steps`` steps (ending early after ``stop_at``) and return
-    {"losses", "sample", "step"}; prints a line every 10 steps to ``log``."""
+    {"losses", "sample", "step"}; prints a line every 10 steps to ``log``. With ``compile``
+    the model's forward and backward run as compiled programs (``tp.compile(model)``)."""
     text = corpus(seed=seed)
     data = _Data(text, block=32, seed=seed + 1)
     config = GPTConfig(block_size=32, vocab_size=len(data.chars), n_layer=2, n_head=4, n_embd=64, dropout=0.0)
@@ -96,9 +97,10 @@ def train(steps: int = 300, batch: int = 16, lr: float = 3e-3, checkpoint: str |
     t0 = time.perf_counter()
     model.train()
     end = steps if stop_at is None else min(stop_at, steps)
+    forward = tp.compile(model) if compile else model
     for step in range(start, end):
         x, y = data.batch(batch, step)
-        _, loss = model(x, y)
+        _, loss = forward(x, y)
         opt.zero_grad()
         loss.backward()
         tp.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -128,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     parser.add_argument("--stop-at", type=int, default=None, help="stop (and save) after this step")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true", help="compile the model's forward and backward (tp.compile)")
     args = parser.parse_args(argv)
-    result = train(args.steps, args.batch, args.lr, args.checkpoint, args.resume, args.seed, stop_at=args.stop_at)
+    result = train(args.steps, args.batch, args.lr, args.checkpoint, args.resume, args.seed, stop_at=args.stop_at,
+                   compile=args.compile)
     first, last = result["losses"][:10], result["losses"][-10:]
     if first and last:
         print(f"loss {np.mean(first):.3f} (first 10 steps) -> {np.mean(last):.3f} (last 10)")

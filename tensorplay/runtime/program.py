@@ -156,7 +156,7 @@ class Function:
     into (passed as fresh copies: a caller's array or device tensor is never changed)."""
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
-                 "_vm_function", "_n_results", "_logged", "_special", "__weakref__")
+                 "device_results", "_vm_function", "_n_results", "_logged", "_special", "__weakref__")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
                  storage: Sequence[Any] | None = None, resident: Sequence[int] = (), private: Sequence[int] = (),
@@ -173,6 +173,9 @@ class Function:
         self.private = frozenset(private)
         self.resident = frozenset(resident)
         self.results = results
+        #: result positions that stay on a GPU driver's device whatever ``results`` says (values
+        #: only a later program reads, such as what a training forward saves for its backward)
+        self.device_results: frozenset[int] = frozenset()
         self.label = program.name or name
         self._logged: set = set()  # transfer patterns already logged (TENSORPLAY_LOGS=perf)
 
@@ -402,8 +405,9 @@ class Program:
         keep = fn.results == "device" or (fn.results == "auto" and on_device)
         dtypes = fn.result_dtypes
         BufferView = self._BufferView
-        return [self._result(results.get_as_object(i, BufferView), None if dtypes is None else dtypes[i], keep,
-                             in_place, fn.label) for i in range(len(results))]
+        stay = fn.device_results
+        return [self._result(results.get_as_object(i, BufferView), None if dtypes is None else dtypes[i],
+                             keep or i in stay, in_place, fn.label) for i in range(len(results))]
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
                in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:

@@ -65,7 +65,8 @@ SAMPLE_VALUES = {"opt_level": ["O0", "O1", "O2", "O3"], "data_tiling": [True, Fa
                  "ukernels": ["default", "none", "all", "mmt4d,pack"], "aggressive_fusion": [True, False],
                  "runtime_driver": ["auto", "local-sync", "local-task"], "target_cpu": ["host", "znver4"],
                  "cuda_target": ["sm_80"], "rocm_target": ["gfx942"], "vulkan_target": ["rdna3"],
-                 "extra_flags": [["--iree-opt-const-eval=false"]], "autotune": [True, False]}
+                 "extra_flags": [["--iree-opt-const-eval=false"]], "autotune": [True, False],
+                 "partitioner": ["min_cut", "save_all"]}
 
 
 def test_every_mode_and_option_maps_to_flags_iree_accepts():

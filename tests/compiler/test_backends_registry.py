@@ -205,7 +205,7 @@ def test_builtin_capabilities_state_the_truth():
     cpu = tpc.get_backend_capabilities("iree-cpu")
     assert (cpu.name, cpu.target, cpu.device_kind) == ("iree-cpu", "llvm-cpu", "cpu")
     assert "float64" in cpu.dtypes and "bfloat16" in cpu.dtypes and cpu.available
-    assert cpu.training is False and cpu.export_formats == ("vmfb",) and cpu.dynamic_shapes
+    assert cpu.training is True and cpu.export_formats == ("vmfb",) and cpu.dynamic_shapes
     vk = tpc.get_backend_capabilities("iree-vulkan")
     assert vk.target == "vulkan-spirv" and vk.runtime_driver == "vulkan" and vk.device_kind == "gpu"
     assert "float64" not in vk.dtypes and "float16" not in vk.dtypes and "int64" in vk.dtypes
@@ -215,7 +215,7 @@ def test_builtin_capabilities_state_the_truth():
     cuda = tpc.get_backend_capabilities("iree-cuda")
     assert cuda.target == "cuda" and (cuda.available or (cuda.reason and cuda.install_hint))
     eager = tpc.get_backend_capabilities("eager")
-    assert eager.target is None and eager.training is False and eager.export_formats == ()
+    assert eager.target is None and eager.training is True and eager.export_formats == ()
     assert tpc.get_backend_capabilities(tpc.lookup_backend("iree-cpu")) is cpu
 
 

@@ -140,6 +140,23 @@ def test_a_global_tensor_read_in_a_called_helper_then_rebound(backend):
     assert backend.count == 2
 
 
+def test_a_detached_tensor_is_read_at_each_call_not_baked_in(backend):
+    # x * w.detach() (a target network, an EMA, a stop-gradient): w is an input of the graph
+    w = tp.full((3,), 2.0, requires_grad=True)
+    plain = tp.full((3,), 2.0)
+
+    def f(x):
+        return x * w.detach() + plain.detach() + plain.data
+
+    def step():
+        with tp.no_grad():
+            w.mul_(3.0)
+            plain.add_(1.0)
+
+    _follows(backend, f, step, step)
+    assert backend.count == 1
+
+
 def test_a_list_item_of_a_module_attribute(backend):
     m = Layers()
     _follows(backend, m, lambda: m.layers.__setitem__(-1, 10.0),

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["scalar", "where", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "zero_vjp"]
+__all__ = ["scalar", "where", "arange", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "zero_vjp"]
 
 
 def scalar(ctx: Any, value: float, like: Any) -> Any:
@@ -24,6 +24,15 @@ def where(ctx: Any, cond: Any, a: Any, b: Any) -> Any:
     if isinstance(b, (int, float)):
         b = scalar(ctx, b, like)
     return ctx.apply_op("tp.where", cond, a, b)
+
+
+def arange(ctx: Any, n: Any, dtype: Any, like: Any) -> Any:
+    """``0 .. n-1`` on ``like``'s device; a symbolic ``n`` (a traced backward under dynamic
+    sizes) stays symbolic."""
+    from .. import symbolic as sym
+
+    end = n if isinstance(n, sym.SymInt) else float(n)
+    return on(ctx.apply_op("tp.arange", start=0.0, end=end, step=1.0, dtype=dtype), like)
 
 
 def mask(cond: Any, like: Any) -> Any:

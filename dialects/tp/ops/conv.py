@@ -46,8 +46,8 @@ def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
     """A max pool's gradient added back at the input elements its ``indices`` (flat per
     channel, as ``max_pool2d_with_indices`` gives) name."""
     (n, c, h, w), _ = ctx.input_meta[0]
-    batch = G.on(ctx.apply_op("tp.arange", start=0.0, end=float(n), step=1.0, dtype=dt.int64), g).reshape(n, 1, 1, 1)
-    channel = G.on(ctx.apply_op("tp.arange", start=0.0, end=float(c), step=1.0, dtype=dt.int64), g).reshape(1, c, 1, 1)
+    batch = G.arange(ctx, n, dt.int64, g).reshape(n, 1, 1, 1)
+    channel = G.arange(ctx, c, dt.int64, g).reshape(1, c, 1, 1)
     shape = tuple(indices.shape)
     zero = ctx.zeros((n, c, h * w), g.dtype, g)
     out = ctx.apply_op("tp.index_put", zero, g, batch.expand(shape), channel.expand(shape), indices,

@@ -70,7 +70,7 @@ class Gather(Indexing):
             if k == d:
                 coords.append(index)
             else:
-                pos = G.on(ctx.apply_op("tp.arange", start=0.0, end=float(index.shape[k]), step=1.0, dtype=index.dtype), g)
+                pos = G.arange(ctx, index.shape[k], index.dtype, g)
                 coords.append(pos.reshape([-1 if j == k else 1 for j in range(rank)]).expand(tuple(index.shape)))
         zero = ctx.zeros(shape, g.dtype, g)
         return (ctx.apply_op("tp.index_put", zero, g, *coords, dims=tuple(range(rank)), accumulate=True), None)

@@ -30,7 +30,7 @@ class BackendCapabilities:
     device_kind: str | None = None       # "cpu" or "gpu"
     dtypes: tuple[str, ...] | None = None
     dynamic_shapes: bool | None = None
-    training: bool = False               # False: the compiled program has no autograd
+    training: bool = False               # True: compiles the backward graphs of training captures
     export_formats: tuple[str, ...] = ()
     available: bool = True
     reason: str | None = None

@@ -17,7 +17,7 @@ __all__ = ["interpret", "eager_backend", "CAPABILITIES"]
 
 CAPABILITIES = BackendCapabilities(
     name="eager", target=None, runtime_driver=None, device_kind="cpu", dtypes=ALL_DTYPE_NAMES,
-    dynamic_shapes=True, training=False, export_formats=(),
+    dynamic_shapes=True, training=True, export_formats=(),
     description="runs the captured graph through the tp ops' numpy reference implementations")
 
 

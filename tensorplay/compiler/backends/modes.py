@@ -82,6 +82,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "compile the graph with each candidate pipeline (optimization level, data tiling, microkernels, "
            "fusion, CPU driver), time each on the first call's inputs and keep the fastest; the choice is "
            "kept in the disk cache, so later processes compile only the winner"),
+    Option("partitioner", _one_of(("min_cut", "save_all")), "one of min_cut, save_all",
+           "capture: how a training graph is split into forward and backward",
+           "min_cut recomputes cheap elementwise and view ops in the backward where that saves fewer "
+           "bytes than keeping their results; save_all keeps every forward value the backward reads"),
     Option("extra_flags", _flag_list, "a list of '--iree-...' strings", "passed to iree-compile as given",
            "any further iree-compile flags"),
 )}

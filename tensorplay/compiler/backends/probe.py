@@ -144,7 +144,7 @@ def capabilities(name: str) -> BackendCapabilities:
 
 def _static_capabilities(t: IreeTarget) -> BackendCapabilities:
     return BackendCapabilities(name=t.name, target=t.target, runtime_driver=" or ".join(t.driver_choices),
-                               device_kind=t.device_kind, dtypes=t.dtypes, dynamic_shapes=True, training=False,
+                               device_kind=t.device_kind, dtypes=t.dtypes, dynamic_shapes=True, training=True,
                                export_formats=("vmfb",), description=t.description, install_hint=t.install_hint)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import pytree
 
-__all__ = ["Binding", "ArgInput", "AttachedInput", "ArrayInput", "RandomInput"]
+__all__ = ["Binding", "ArgInput", "AttachedInput", "ReadInput", "ArrayInput", "RandomInput"]
 
 
 class Binding:
@@ -25,6 +25,10 @@ class Binding:
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
         raise NotImplementedError
+
+    def source(self, leaves: Sequence[Any]) -> Any:
+        """The tensor this input reads (None for fixed arrays and random draws)."""
+        return None
 
     def describe(self) -> str:
         return type(self).__name__
@@ -40,6 +44,9 @@ class ArgInput(Binding):
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
         return leaves[self.index]._data
+
+    def source(self, leaves: Sequence[Any]) -> Any:
+        return leaves[self.index]
 
     def describe(self) -> str:
         return f"argument {self.path or self.index}"
@@ -67,6 +74,31 @@ class AttachedInput(Binding):
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
         return self.tensor._data
+
+    def source(self, leaves: Sequence[Any]) -> Any:
+        return self.tensor
+
+    def describe(self) -> str:
+        return self.what
+
+
+class ReadInput(Binding):
+    """A value library code reads afresh on every call through ``getter``: a tensor that
+    an attribute holds (``p.grad``, whose object changes every step) or a Python number
+    that a schedule changes (an optimizer's learning rate), as an array of ``dtype``."""
+
+    def __init__(self, getter: Callable[[], Any], first: np.ndarray, what: str):
+        self.getter = getter
+        self.first = first
+        self.dtype = first.dtype
+        self.what = what
+
+    def fetch(self, leaves: Sequence[Any]) -> Any:
+        value = self.getter()
+        data = getattr(value, "_data", None)
+        if data is not None:
+            return data
+        return np.asarray(value, dtype=self.dtype)
 
     def describe(self) -> str:
         return self.what

@@ -57,6 +57,8 @@ def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
             for name in sorted(node.attrs):
                 h.update(f"{name}=".encode())
                 _hash_attr(node.attrs[name], h)
+        if node.stop_gradient:
+            h.update(b" no-grad")
         for j, r in enumerate(node.results):
             ref[r] = f"n{n}.{j}"
             h.update(f"-> {type_key(r.type)};".encode())

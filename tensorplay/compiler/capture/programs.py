@@ -171,7 +171,7 @@ def _subgraph(name: str, nodes: list[Node], ins: list[Value], outs: list[Value])
     mapping: dict[Value, Value] = {v: sub.add_input(v.type) for v in ins}
     for node in nodes:
         new = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs),
-                   (), node.loc, node.callee)
+                   (), node.loc, node.callee, node.stop_gradient)
         new.results = tuple(Value(r.type, new, r.index) for r in node.results)
         mapping.update(zip(node.results, new.results))
         sub.nodes.append(new)

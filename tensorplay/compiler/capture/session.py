@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ... import _dispatch
+from ..._grad_mode import is_grad_enabled
 from ..._tensor import Tensor
 from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph, Node, SourceLoc, Value
@@ -40,7 +41,7 @@ from ..errors import GraphCaptureError
 from ..symbolic.guard import ShapeGuard
 from ..symbolic.shape_env import ShapeEnv
 from . import pytree
-from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput
+from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput, ReadInput
 from .graphs import format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
 from .reads import ReadGuard, ReadRecorder
 
@@ -217,6 +218,14 @@ class CaptureConfig:
     run_graph: Callable[[Graph, list[np.ndarray], bool], list[np.ndarray]] | None = None
     regions: dict = field(default_factory=dict)
     dynamic_dims: dict[int, dict[int, Any]] | None = None
+    #: ``differentiate(graph, bindings, shape_env)``: called on a finished whole graph (before
+    #: its sizes are settled, so size decisions of its backward are guarded too); what it
+    #: returns is the trace's ``training`` (compiled training: the graph and its backward)
+    differentiate: Callable[[Graph, list[Binding], ShapeEnv], Any] | None = None
+    #: ``run_training(graph, arrays, sources)`` runs a segment whose inputs (read from the
+    #: tensors ``sources``, None for fixed values) need gradients; returns its results and
+    #: ``grad_fn(tensor, output index)``, which gives a result its backward
+    run_training: Callable[[Graph, list[np.ndarray], list[Any]], tuple[list[np.ndarray], Any]] | None = None
 
 
 class _Ref:
@@ -263,6 +272,7 @@ class TraceResult:
     guards: list[tuple[str, Callable[[], bool]]]
     shape_guard: ShapeGuard | None = None
     shape_env: ShapeEnv | None = None
+    training: Any = None
 
 
 class Capture:
@@ -338,6 +348,23 @@ class Capture:
         Python on every call, so nothing captured there is reused without it."""
         if self.mode == TRACE:
             self.guards.append((description, check))
+
+    def input_from(self, getter: Callable[[], Any], what: str, dtype: Any = None) -> Any:
+        """A graph input that later calls read through ``getter`` (a tensor, or a Python
+        number as a 0-d tensor of ``dtype``): what library code reads from its own state
+        afresh each call, so no value of this call is baked in (an optimizer's learning
+        rate and the gradients its parameters hold). The caller guards what the getter
+        relies on (``add_guard``). Outside a trace (lazy segments run Python every call) it
+        is the value itself."""
+        from ... import ops
+
+        value = getter()
+        if not isinstance(value, Tensor):
+            value = ops.creation.tensor(value, dtype=dtype)
+        if self.mode != TRACE or self._regions or value._data is None:
+            return value
+        binding = ReadInput(getter, value._data, what)
+        return self._wrap_results([self._add_input(value._tensor_type(), binding)], self.graph)
 
     # -- dispatch handler protocol -----------------------------------------------------------
     def __call__(self, op: Op, operands: tuple[Any, ...], attrs: dict[str, Any],
@@ -486,6 +513,8 @@ class Capture:
               result_types: Sequence[TensorType]) -> Any:
         graph = self.current_graph()
         node = Node(op_name, inputs, attrs, (), user_loc(3))
+        if not is_grad_enabled():
+            node.stop_gradient = True
         node.results = tuple(Value(t, node, i) for i, t in enumerate(result_types))
         graph.nodes.append(node)
         return self._wrap_results(node.results, graph)
@@ -603,25 +632,46 @@ class Capture:
                 index[v] = len(outputs)
                 outputs.append(v)
         results: list[np.ndarray] = []
+        grad_fn: Any = None
         if outputs:
             graph.set_outputs(outputs)
             prune_inputs(graph)
             order_inputs_by_use(graph)
             if _log_graphs.isEnabledFor(logging.INFO):
                 _log_graphs.info("segment of %s:\n%s", self.config.name, format_graph(graph))
-            results = self._run_graph(graph, [first[v] for v in graph.inputs], segment=True)
+            arrays = [first[v] for v in graph.inputs]
+            sources = self._segment_sources(graph, pending)
+            if sources is not None:
+                results, grad_fn = self._run_graph(graph, arrays, segment=True, sources=sources)
+            else:
+                results = self._run_graph(graph, arrays, segment=True)
         # Borrowed tensors get their (possibly updated) values back; the session goes lazy.
         self._restore_borrowed()
         for t, v in pending:
             t._data = first[v] if v.node is None else results[index[v]]
             t._capture = None
             t._type = None
+            if grad_fn is not None and v.node is not None:
+                grad_fn(t, index[v])
         self._converted.clear()
         self._segment_index += 1
         self.mode = LAZY
         self._new_graph()
 
-    def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+    def _segment_sources(self, graph: Graph, pending: list[tuple[Tensor, Value]]) -> list[Any] | None:
+        """The tensors a segment's inputs read, when the segment needs a backward (grad mode
+        is on and one of them requires grad); None otherwise."""
+        if self.config.run_training is None or not is_grad_enabled() or not graph.nodes:
+            return None
+        by_value: dict[Value, Tensor] = {b.input: b.tensor for b in self._borrowed.values()}
+        by_value.update((v, t) for t, v in self._lifted.values())
+        sources = [by_value.get(v) for v in graph.inputs]
+        if not any(t is not None and t._requires_grad for t in sources):
+            return None
+        return sources
+
+    def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool,
+                   sources: list[Any] | None = None) -> Any:
         # The backend's code is not the traced program: no read recording, no capture (markers'
         # call interception sees no capture and leaves it alone, so a disallowed function that
         # the backend or the cache happens to call cannot re-enter this session's flush).
@@ -630,6 +680,9 @@ class Capture:
             recorder.paused += 1
         try:
             with suspended():
+                if sources is not None:
+                    self.segments.append(SegmentInfo(graph))
+                    return self.config.run_training(graph, arrays, sources)
                 return self._run_graph_now(graph, arrays, segment)
         finally:
             if recorder is not None:
@@ -808,9 +861,15 @@ class Capture:
             writebacks.append((wr, output(v)))
         graph.set_outputs(outputs)
         bindings = _fold_constants(graph, self._bindings)
+        training = None
+        if self.config.differentiate is not None:
+            training = self.config.differentiate(graph, bindings, self.shape_env)
         shape_guard = None
         if self._arg_dims:
             substitute_sizes(graph, self.shape_env.simplify)
+            backward = getattr(training, "backward_graph", None)
+            if backward is not None:
+                substitute_sizes(backward, self.shape_env.simplify)
             shape_guard = ShapeGuard(self.shape_env, self._arg_dims)
             for b in bindings:
                 if isinstance(b, RandomInput) and b.sizes is not None:
@@ -821,7 +880,7 @@ class Capture:
         if self.read_guard is not None and len(self.read_guard):
             guards.append(("Python values the trace read", self.read_guard))
         return TraceResult(graph, bindings, out_tree, spec, writebacks, guards, shape_guard,
-                           self.shape_env)
+                           self.shape_env, training)
 
     def _break_error(self, info: BreakInfo) -> GraphCaptureError:
         where = f" at {info.loc}" if info.loc is not None else ""

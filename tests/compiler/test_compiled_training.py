@@ -1,0 +1,348 @@
+"""Compiled training: tp.compile builds, partitions and compiles backward graphs, and
+loss.backward() on compiled results gives eager's gradients (and PyTorch's), with graph
+breaks, nested regions, no_grad/detach inside the function, dynamic sizes and devices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+import tensorplay.nn.functional as F
+from tensorplay.compiler.autodiff import CompiledBackward
+from tests.compiler.conftest import backend_param
+
+pytestmark = pytest.mark.iree
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    tp.compiler.reset()
+    yield
+    tp.compiler.reset()
+
+
+def _grads(params):
+    out = [None if p.grad is None else p.grad.detach().cpu().numpy().copy() for p in params]
+    for p in params:
+        p.grad = None
+    return out
+
+
+def _check_same(got, want, rtol=1e-4, atol=1e-5):
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert (a is None) == (b is None), f"gradient {i}: {a} vs {b}"
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"gradient {i}")
+
+
+def _compare(fn, params, *args, backend="iree-cpu", calls=2, **kw):
+    """fn's compiled and eager losses and gradients (of params) over ``calls`` calls."""
+    compiled = tp.compile(fn, backend=backend, **kw)
+    for _ in range(calls):
+        got = compiled(*args)
+        got.backward()
+        g1 = _grads(params)
+        want = fn(*args)
+        want.backward()
+        g2 = _grads(params)
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-5, atol=1e-6)
+        _check_same(g1, g2)
+    return compiled, got
+
+
+def _reaches_compiled(t):
+    """Whether the autograd graph from ``t`` contains a compiled backward."""
+    stack, seen = [t.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, CompiledBackward):
+            return True
+        stack.extend(e[0] for e in getattr(node, "next_functions", ()) if e is not None)
+    return False
+
+
+def _mlp():
+    tp.manual_seed(0)
+    return tp.nn.Sequential(tp.nn.Linear(12, 32), tp.nn.GELU(), tp.nn.LayerNorm(32), tp.nn.Linear(32, 5))
+
+
+@pytest.mark.parametrize("backend", [backend_param("iree-cpu"), backend_param("iree-vulkan")])
+def test_mlp_gradients_equal_eager_and_the_backward_compiles_on_first_use(backend):
+    net = _mlp().to("vulkan" if backend == "iree-vulkan" else "cpu")
+    params = list(net.parameters())
+    x = tp.randn(16, 12).to(params[0].device)
+    y = tp.randint(0, 5, (16,)).to(params[0].device)
+
+    def loss_fn(x, y):
+        return F.cross_entropy(net(x), y, label_smoothing=0.1)
+
+    compiled = tp.compile(loss_fn, backend=backend)
+    loss = compiled(x, y)
+    assert isinstance(loss.grad_fn, CompiledBackward) and loss.grad_fn.name() == "CompiledFunctionBackward"
+    assert compiled.compile_count == 1  # the backward is compiled by the first backward()
+    loss.backward()
+    assert compiled.compile_count == 2
+    assert all(p.grad.device == p.device for p in params)
+    got = _grads(params)
+    loss_fn(x, y).backward()
+    _check_same(got, _grads(params))
+    for _ in range(3):  # later calls reuse both programs
+        compiled(x, y).backward()
+    assert compiled.compile_count == 2
+
+
+def test_gradients_match_pytorch_for_the_import_swap_models():
+    torch = pytest.importorskip("torch")
+    from tests.test_import_swap import SOURCE, SWAPPED, _load
+    from tests.test_training import _data, _loss
+
+    ours_mod, theirs_mod = _load(SWAPPED, "tp_models"), _load(SOURCE, "torch_models")
+    rng = np.random.default_rng(3)
+    for model in ("MLP", "TinyGPT", "SmallCNN"):
+        torch.manual_seed(0)
+        theirs = getattr(theirs_mod, model)().eval()
+        ours = getattr(ours_mod, model)().eval()
+        ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+        compiled = tp.compile(ours)
+        x, y = _data(model, rng)
+        loss = _loss(tp, model, compiled, tp.tensor(x), tp.tensor(y))
+        assert _reaches_compiled(loss), model
+        loss.backward()
+        _loss(torch, model, theirs, torch.from_numpy(x), torch.from_numpy(y)).backward()
+        for (name, p), q in zip(ours.named_parameters(), theirs.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-4, atol=2e-5,
+                                       err_msg=f"{model}.{name}")
+
+
+def test_arguments_that_require_grad_and_eager_graphs_around_the_call_chain():
+    w = tp.randn(6, 4, requires_grad=True)
+    x = tp.randn(3, 6, requires_grad=True)
+
+    def f(h, w):
+        return (h @ w).tanh(), (h * 2).sum(dim=0)
+
+    compiled = tp.compile(f)
+    for _ in range(2):
+        outs = []
+        for fn in (compiled, f):
+            h = x.exp()  # eager before
+            a, b = fn(h, w)
+            ((a ** 2).sum() + (b * 3).mean()).backward()  # eager after; both outputs used
+            outs.append(_grads([x, w]))
+        _check_same(*outs)
+    a, b = compiled(x, w)  # only one output reaches the loss: the other gets zeros
+    a.sum().backward()
+    got = _grads([x, w])
+    f(x, w)[0].sum().backward()
+    _check_same(got, _grads([x, w]))
+
+
+def test_graph_breaks_give_each_segment_its_own_backward():
+    net = _mlp()
+    params = list(net.parameters())
+    x = tp.randn(4, 12, requires_grad=True)
+
+    def f(x):
+        h = net(x)
+        if h.sum().item() > -1e9:  # a graph break
+            h = h.sigmoid() * 3
+        return (h * h).mean()
+
+    compiled, loss = _compare(f, params + [x], x)
+    assert compiled.cache_info()["segmented_entries"] == 1
+    assert isinstance(loss.grad_fn, CompiledBackward)
+    assert compiled.compile_count == 4  # two segments, each forward and backward
+
+
+def test_no_grad_blocks_and_detach_inside_the_function_stop_gradients_as_in_eager():
+    w = tp.randn(5, 5, requires_grad=True)
+    v = tp.randn(5, requires_grad=True)
+
+    def f(x):
+        with tp.no_grad():
+            scale = (w * w).sum()
+        h = x @ w
+        return (h * scale).sum() + (h.detach() * v).sum() + (v.detach() * h).mean()
+
+    _compare(f, [w, v], tp.randn(2, 5))
+
+    def g(x):  # everything the output depends on is detached: it does not require grad
+        return (x @ w).detach() * 2
+
+    out = tp.compile(g)(tp.randn(2, 5))
+    assert not out.requires_grad and out.grad_fn is None
+
+
+def test_nested_compile_regions_are_differentiated_inline():
+    lin = tp.nn.Linear(8, 8)
+
+    @tp.compiler.nested_compile_region
+    def block(h):
+        return F.gelu(lin(h)) + h
+
+    def f(x):
+        return block(block(x)).pow(2).mean()
+
+    _compare(f, list(lin.parameters()), tp.randn(3, 8))
+
+
+def test_under_no_grad_only_the_inference_graph_is_compiled():
+    net = _mlp()
+    compiled = tp.compile(net)
+    x = tp.randn(2, 12)
+    with tp.no_grad():
+        out = compiled(x)
+    assert not out.requires_grad
+    (entry,) = compiled.compiled_function._group.order
+    assert entry.training is None and len(entry.graph.outputs) == 1
+    out = compiled(x)  # grad mode on: a second entry with the backward
+    assert out.requires_grad and compiled.compiled_function.cache_info()["entries"] == 2
+    with tp.inference_mode():
+        assert not compiled(x).requires_grad
+    assert [e.training is None for e in compiled.compiled_function._group.order] == [True, False, True]
+
+
+def test_min_cut_saves_fewer_bytes_than_saving_everything_and_both_are_right():
+    net = _mlp()
+    params = list(net.parameters())
+    x = tp.randn(64, 12)
+
+    def f(x):
+        return F.gelu(net(x)).sigmoid().mean()
+
+    saved = {}
+    for partitioner in ("min_cut", "save_all"):
+        tp.compiler.reset()
+        compiled, _ = _compare(f, params, x, options={"partitioner": partitioner}, calls=1)
+        (entry,) = compiled._group.order
+        parts = entry.training.parts
+        assert parts.partitioner == partitioner
+        saved[partitioner] = parts.saved_bytes
+        assert parts.saved_all_bytes >= parts.saved_bytes
+    assert saved["min_cut"] < saved["save_all"]
+    with pytest.raises(ValueError, match="compile option 'partitioner' expects one of min_cut, save_all"):
+        tp.compile(f, options={"partitioner": "greedy"})
+
+
+def test_a_second_backward_needs_retain_graph_and_double_backward_is_refused_clearly():
+    w = tp.randn(3, requires_grad=True)
+    compiled = tp.compile(lambda x: (x * w).exp().sum())
+    loss = compiled(tp.ones(3))
+    loss.backward(retain_graph=True)
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.exp(w.detach().numpy()), rtol=1e-5)
+    with pytest.raises(RuntimeError, match="a second time.*retain_graph=True"):
+        loss.backward()
+    loss = compiled(tp.ones(3))
+    with pytest.raises(RuntimeError, match="create_graph=True: the backward of a compiled graph"):
+        tp.autograd.grad(loss, w, create_graph=True)
+
+
+def test_a_backward_that_cannot_be_built_is_logged_and_raises_at_backward(monkeypatch, caplog):
+    from tensorplay.dialects.tp.registry import lookup
+
+    def needs_a_value(self, ctx, grads):
+        return (grads[0] * float(ctx.input(0).sum().item()),)
+
+    monkeypatch.setattr(type(lookup("tp.tanh")), "vjp", needs_a_value)
+    w = tp.randn(3, requires_grad=True)
+    with caplog.at_level("WARNING", logger="tensorplay.compiler.perf"):
+        out = tp.compile(lambda x: (x * w).tanh().sum())(tp.ones(3))
+    assert "its backward could not be built" in caplog.text and "needs the value of a traced tensor" in caplog.text
+    assert out.requires_grad
+    with pytest.raises(RuntimeError, match="backward through the compiled graph .* not supported: its backward "
+                                           "could not be built"):
+        out.backward()
+
+
+def test_in_place_updates_of_intermediates_are_differentiated_as_values():
+    a = tp.randn(3, requires_grad=True)
+
+    def g(x):
+        y = x * 2
+        y.mul_(y)
+        return y.sum()
+
+    _compare(g, [a], a)
+
+
+def test_custom_functions_run_eagerly_inside_a_compiled_function_so_their_backward_runs():
+    class Double(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 10  # not the derivative: shows whose backward ran
+
+    w = tp.randn(3, requires_grad=True)
+    compiled = tp.compile(lambda x: Double.apply(x * w).sum())
+    compiled(tp.ones(3)).backward()
+    np.testing.assert_allclose(w.grad.numpy(), 10 * np.ones(3))
+    with pytest.raises(tp.compiler.GraphCaptureError, match="custom autograd.Function"):
+        tp.compile(lambda x: Double.apply(x * w).sum(), fullgraph=True)(tp.ones(3))
+
+
+def test_a_dynamic_sequence_length_compiles_the_forward_and_backward_once():
+    tp.manual_seed(0)
+    emb, lin, ln = tp.nn.Embedding(20, 16), tp.nn.Linear(16, 20), tp.nn.LayerNorm(16)
+    params = list(emb.parameters()) + list(lin.parameters()) + list(ln.parameters())
+
+    def f(idx, tgt):
+        h = ln(emb(idx))
+        h = (h @ h.transpose(-1, -2) * 0.25).softmax(-1) @ h
+        return F.cross_entropy(lin(h).reshape(-1, 20), tgt.reshape(-1))
+
+    compiled = tp.compile(f, dynamic=True)
+    for t in (5, 7, 12, 3):
+        idx, tgt = tp.randint(0, 20, (2, t)), tp.randint(0, 20, (2, t))
+        got = compiled(idx, tgt)
+        got.backward()
+        g1 = _grads(params)
+        want = f(idx, tgt)
+        want.backward()
+        np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+        _check_same(g1, _grads(params))
+    assert compiled.compile_count == 2 and compiled.cache_info()["entries"] == 1
+
+
+def test_a_training_loop_with_a_schedule_compiles_forward_and_backward_once():
+    rng = np.random.default_rng(0)
+    x = tp.tensor(rng.standard_normal((8, 12)).astype(np.float32))
+    y = tp.tensor(rng.integers(0, 5, 8))
+    runs = {}
+    for compile in (True, False):
+        net = _mlp()
+        forward = tp.compile(net) if compile else net
+        opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+        sched = tp.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50)
+        losses = []
+        for _ in range(50):
+            loss = F.cross_entropy(forward(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+        runs[compile] = losses
+        if compile:
+            assert forward.compiled_function.compile_count == 2  # the forward and the backward
+    np.testing.assert_allclose(runs[True], runs[False], rtol=1e-4, atol=1e-5)
+    assert np.mean(runs[True][-5:]) < 0.5 * np.mean(runs[True][:5])
+
+
+def test_the_example_gives_the_same_loss_curve_compiled_and_eager():
+    from tensorplay.examples.train_gpt import train
+
+    quiet = open("/dev/null", "w")
+    eager = train(steps=200, batch=4, log=quiet, sample_chars=0)["losses"]
+    compiled = train(steps=200, batch=4, log=quiet, sample_chars=0, compile=True)["losses"]
+    quiet.close()
+    np.testing.assert_allclose(compiled, eager, rtol=2e-3, atol=2e-3)
+    assert np.mean(eager[-10:]) < np.mean(eager[:10]) - 0.5
