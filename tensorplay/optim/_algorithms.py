@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..ops.creation import tensor, zeros_like
+from ..ops.creation import tensor, zeros
 from ..ops import elementwise as E
-from .optimizer import Optimizer, required
+from .optimizer import Optimizer, StepValues, required
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop"]
 
@@ -18,15 +17,9 @@ def _check(name: str, value: float, low: float = 0.0) -> None:
         raise ValueError(f"Invalid {name}: {value}")
 
 
-def _grad(p: Any, maximize: bool) -> Any:
-    return -p.grad if maximize else p.grad
-
-
-def _step_count(state: dict) -> float:
-    """Advance the parameter's step (a float32 0-d tensor, as PyTorch keeps it) and return it."""
-    step = state.get("step")
-    state["step"] = tensor(1.0 if step is None else float(step.item()) + 1.0)
-    return float(state["step"].item())
+def _zeros(p: Any) -> Any:
+    """Zeros of ``p``'s shape, dtype and device (made from its type: ``p`` may be traced)."""
+    return zeros(*p.shape, dtype=p.dtype, device=p.device)
 
 
 class SGD(Optimizer):
@@ -45,22 +38,31 @@ class SGD(Optimizer):
                                       nesterov=nesterov, maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused))
 
-    def _update(self, group: dict[str, Any]) -> None:
-        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+    def _init_state(self, group: dict[str, Any], p: Any, state: dict[str, Any]) -> None:
+        # PyTorch's first step copies the gradient into the buffer; from zeros with no
+        # dampening the first update gives exactly that (0 * momentum + g)
+        if group["momentum"] != 0 and group["dampening"] == 0:
+            state["momentum_buffer"] = _zeros(p)
+
+    def _update(self, group: dict[str, Any], run: StepValues) -> None:
+        momentum, dampening = group["momentum"], group["dampening"]
         wd, nesterov = group["weight_decay"], group["nesterov"]
         for p in group["params"]:
             if p.grad is None:
                 continue
-            g = _grad(p, group["maximize"])
+            g = run.grad(p, group["maximize"])
             if wd != 0:
                 g = g + p * wd
             if momentum != 0:
                 state = self.state.setdefault(p, {})
                 buf = state.get("momentum_buffer")
-                buf = g.clone() if buf is None else buf * momentum + g * (1 - dampening)
-                state["momentum_buffer"] = buf
+                if buf is None:
+                    buf = state["momentum_buffer"] = g.clone()
+                else:
+                    buf.copy_(buf * momentum + g * (1 - dampening))
                 g = g + buf * momentum if nesterov else buf
-            p.add_(g, alpha=-lr)
+            lr = run.lr(group, p)
+            run.add_scaled(p, g, -lr)
 
 
 class Adam(Optimizer):
@@ -83,32 +85,38 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
                                       differentiable=differentiable, fused=fused))
 
-    def _update(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+    def _init_state(self, group: dict[str, Any], p: Any, state: dict[str, Any]) -> None:
+        state["step"] = tensor(0.0)
+        state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = _zeros(p)
+
+    def _update(self, group: dict[str, Any], run: StepValues) -> None:
+        (beta1, beta2), eps = group["betas"], group["eps"]
         wd, amsgrad = group["weight_decay"], group["amsgrad"]
         for p in group["params"]:
             if p.grad is None:
                 continue
-            g = _grad(p, group["maximize"])
-            state = self.state.setdefault(p, {})
-            if "exp_avg" not in state:
-                state["exp_avg"], state["exp_avg_sq"] = zeros_like(p), zeros_like(p)
-                if amsgrad:
-                    state["max_exp_avg_sq"] = zeros_like(p)
-            step = _step_count(state)
+            g = run.grad(p, group["maximize"])
+            state = run.state(group, p)
+            step = run.count(state, p)
+            lr = run.lr(group, p)
             if wd != 0:
                 if self._decoupled:
                     p.mul_(1 - lr * wd)
                 else:
                     g = g + p * wd
-            m = state["exp_avg"] = E.lerp(state["exp_avg"], g, 1 - beta1)
-            v = state["exp_avg_sq"] = state["exp_avg_sq"] * beta2 + g * g * (1 - beta2)
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            m.copy_(E.lerp(m, g, 1 - beta1))
+            v.copy_(v * beta2 + g * g * (1 - beta2))
             bias1 = 1 - beta1 ** step
-            bias2_sqrt = math.sqrt(1 - beta2 ** step)
+            bias2_sqrt = run.sqrt(1 - beta2 ** step)
             if amsgrad:
-                v = state["max_exp_avg_sq"] = E.maximum(state["max_exp_avg_sq"], v)
+                top = state["max_exp_avg_sq"]
+                top.copy_(E.maximum(top, v))
+                v = top
             denom = v.sqrt() / bias2_sqrt + eps
-            p.add_(m / denom, alpha=-lr / bias1)
+            run.add_scaled(p, m / denom, -lr / bias1)
 
 
 class AdamW(Adam):
@@ -138,31 +146,37 @@ class RMSprop(Optimizer):
                                       centered=centered, capturable=capturable, foreach=foreach, maximize=maximize,
                                       differentiable=differentiable))
 
-    def _update(self, group: dict[str, Any]) -> None:
-        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+    def _init_state(self, group: dict[str, Any], p: Any, state: dict[str, Any]) -> None:
+        state["step"] = tensor(0.0)
+        state["square_avg"] = _zeros(p)
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = _zeros(p)
+        if group["centered"]:
+            state["grad_avg"] = _zeros(p)
+
+    def _update(self, group: dict[str, Any], run: StepValues) -> None:
+        alpha, eps = group["alpha"], group["eps"]
         wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
         for p in group["params"]:
             if p.grad is None:
                 continue
-            g = _grad(p, group["maximize"])
-            state = self.state.setdefault(p, {})
-            if "square_avg" not in state:
-                state["square_avg"] = zeros_like(p)
-                if momentum > 0:
-                    state["momentum_buffer"] = zeros_like(p)
-                if centered:
-                    state["grad_avg"] = zeros_like(p)
-            _step_count(state)
+            g = run.grad(p, group["maximize"])
+            state = run.state(group, p)
+            run.count(state, p)
+            lr = run.lr(group, p)
             if wd != 0:
                 g = g + p * wd
-            sq = state["square_avg"] = state["square_avg"] * alpha + g * g * (1 - alpha)
+            sq = state["square_avg"]
+            sq.copy_(sq * alpha + g * g * (1 - alpha))
             if centered:
-                ga = state["grad_avg"] = E.lerp(state["grad_avg"], g, 1 - alpha)
+                ga = state["grad_avg"]
+                ga.copy_(E.lerp(ga, g, 1 - alpha))
                 avg = (sq - ga * ga).sqrt() + eps
             else:
                 avg = sq.sqrt() + eps
             if momentum > 0:
-                buf = state["momentum_buffer"] = state["momentum_buffer"] * momentum + g / avg
-                p.add_(buf, alpha=-lr)
+                buf = state["momentum_buffer"]
+                buf.copy_(buf * momentum + g / avg)
+                run.add_scaled(p, buf, -lr)
             else:
-                p.add_(g / avg, alpha=-lr)
+                run.add_scaled(p, g / avg, -lr)

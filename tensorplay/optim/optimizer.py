@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -90,12 +91,16 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         with no_grad():
+            run = StepValues(self)
             for group in self.param_groups:
-                self._update(group)
+                self._update(group, run)
         return loss
 
-    def _update(self, group: dict[str, Any]) -> None:
+    def _update(self, group: dict[str, Any], run: StepValues) -> None:
         raise NotImplementedError(f"{type(self).__name__} defines its update")  # every optimizer here does
+
+    def _init_state(self, group: dict[str, Any], p: Tensor, state: dict[str, Any]) -> None:
+        """Fill a parameter's empty state (its step count and buffers, zeros on its device)."""
 
     # -- state_dict ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -131,6 +136,104 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     mine[k] = copy.deepcopy(v)
+
+
+class StepValues:
+    """What one ``step()`` reads from the optimizer's own state.
+
+    Eagerly: the learning rate as the group's Python number, each gradient as ``p.grad``,
+    state made on first use. Under a compiled capture (``tp.compile(opt.step)`` or a whole
+    training step) the values that change from step to step become graph inputs read afresh
+    on every call: the learning rate (so a schedule never recompiles) and the gradients
+    (``p.grad`` is a new tensor each step); state is made concretely before the update is
+    traced, the step count and buffers are updated in place, and a guard keeps the rest
+    (groups, options other than lr, which parameters have gradients, the state tensors)."""
+
+    def __init__(self, opt: Optimizer):
+        from .. import _dispatch
+
+        handler = _dispatch.current_handler()
+        self.opt = opt
+        self.capture = handler if hasattr(handler, "input_from") else None
+        self._lr: dict[tuple, Any] = {}
+        if self.capture is not None:
+            self._prepare()
+
+    @property
+    def traced(self) -> bool:
+        return self.capture is not None
+
+    def _prepare(self) -> None:
+        from ..compiler.capture.session import suspended
+
+        opt = self.opt
+        with suspended():  # real tensors: state that every later call reads and updates
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None and not opt.state.get(p):
+                        state = opt.state.setdefault(p, {})
+                        opt._init_state(group, p, state)
+        first = _signature(opt)
+        self.capture.add_guard(f"{type(opt).__name__}: its parameter groups, options other than lr, which "
+                               f"parameters have gradients (shape, dtype, device) and its state tensors unchanged",
+                               lambda: _signature(opt) == first)
+
+    def state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
+        state = self.opt.state.setdefault(p, {})
+        if not state:
+            self.opt._init_state(group, p, state)
+        return state
+
+    def lr(self, group: dict[str, Any], p: Tensor) -> Any:
+        """The group's learning rate: a number, or a 0-d input in ``p``'s dtype when traced."""
+        if self.capture is None:
+            return group["lr"]
+        key = (id(group), p.dtype)
+        if key not in self._lr:
+            i = next(k for k, g in enumerate(self.opt.param_groups) if g is group)
+            self._lr[key] = self.capture.input_from(lambda: group["lr"], f"param_groups[{i}]['lr']", p.dtype)
+        return self._lr[key]
+
+    def grad(self, p: Tensor, maximize: bool) -> Tensor:
+        g = p.grad
+        if self.capture is not None and g._data is not None:  # (a gradient the trace made is used as it is)
+            g = self.capture.input_from(lambda: p.grad, "a parameter's .grad")
+        return -g if maximize else g
+
+    def count(self, state: dict[str, Any], p: Tensor) -> Any:
+        """Advance the step count (a 0-d float32 tensor, as PyTorch keeps it) in place and
+        return it: a float eagerly, a tensor of ``p``'s dtype when traced."""
+        step = state["step"]
+        step.add_(1.0)
+        if self.capture is None:
+            return float(step.item())
+        return step.to(p.dtype)
+
+    @staticmethod
+    def sqrt(x: Any) -> Any:
+        return x.sqrt() if isinstance(x, Tensor) else math.sqrt(x)
+
+    @staticmethod
+    def add_scaled(p: Tensor, x: Tensor, scale: Any) -> None:
+        """``p += x * scale`` (``alpha`` for a number, as PyTorch's eager update rounds)."""
+        if isinstance(scale, Tensor):
+            p.add_(x * scale)
+        else:
+            p.add_(x, alpha=scale)
+
+
+def _signature(opt: Optimizer) -> tuple:
+    out = []
+    for group in opt.param_groups:
+        options = tuple((k, repr(v)) for k, v in sorted(group.items()) if k not in ("params", "lr"))
+        params = []
+        for p in group["params"]:
+            g = p.grad
+            grad = None if g is None else (tuple(g.shape), g.dtype, str(g.device))
+            state = opt.state.get(p) or {}
+            params.append((id(p), grad, tuple((k, id(v)) for k, v in sorted(state.items()))))
+        out.append((options, tuple(params)))
+    return tuple(out)
 
 
 def _placed(value: Any, p: Tensor, key: str) -> Any:
