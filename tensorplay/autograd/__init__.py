@@ -62,6 +62,24 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     if retain_graph is None:
         retain_graph = create_graph
+    from .. import _dispatch
+
+    handler = _dispatch.current_handler()
+    if handler is not None and hasattr(handler, "backward_in_graph") and any(
+            getattr(t, "_data", 0) is None for t in outputs):
+        targets = None if inputs is None else _as_tuple(inputs)
+        if handler.backward_in_graph(outputs, list(grads), targets, create_graph):
+            return  # (a compiled training step: the gradients are part of its graph)
+    if handler is not None:
+        # eager autograd inside a compiled function (after a graph break made the roots
+        # concrete): the engine's ops run eagerly, not into the capture
+        with _dispatch.capture_handler(None):
+            _backward(outputs, grads, retain_graph, create_graph, inputs)
+        return
+    _backward(outputs, grads, retain_graph, create_graph, inputs)
+
+
+def _backward(outputs: tuple, grads: tuple, retain_graph: bool, create_graph: bool, inputs: Any) -> None:
     roots = _roots(outputs, grads, create_graph)
     if inputs is None:
         run_backward(roots, retain_graph=retain_graph, create_graph=create_graph)

@@ -118,6 +118,7 @@ class Entry:
         self.grad_outputs: frozenset[int] = frozenset()
         self.training: Differentiated | None = None
         self._grad_node: Any = None
+        self.grad_writebacks: list[tuple[weakref.ref, int | None]] = []
 
     def failing_guard(self) -> str | None:
         for description, check in self.guards:
@@ -147,6 +148,11 @@ class Entry:
                 obj._data = outs[k]
                 obj._capture = None
                 obj._type = None
+        for target, k in self.grad_writebacks:  # the .grad a backward() inside the function set
+            obj = target()
+            if obj is not None:
+                obj.grad = None if k is None else Tensor._wrap(outs[k] if type(outs[k]) is DeviceArray
+                                                                else np.asarray(outs[k]))
         if self.out_tree is pytree.LEAF and len(self.out_spec) == 1 and self.out_spec[0][0] == "new":
             out = outs[self.out_spec[0][1]]  # (one new tensor: the usual result)
             t = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
@@ -594,6 +600,7 @@ class CompiledFunction:
         entry.bindings = trace.bindings
         entry.graph = graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
+        entry.grad_writebacks = [(weakref.ref(t), k) for t, k in trace.grad_writebacks]
         if graph.nodes:
             entry.runner = compile_graph(graph, first, self._backend_for(first))
             if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device

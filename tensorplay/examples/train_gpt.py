@@ -70,10 +70,11 @@ def _sample(model: Any, data: _Data, prompt: str, n: int, seed: int) -> str:
 
 def train(steps: int = 300, batch: int = 16, lr: float = 3e-3, checkpoint: str | None = None,
           resume: bool = False, seed: int = 0, log: Any = sys.stdout, sample_chars: int = 80,
-          stop_at: int | None = None, compile: bool = False) -> dict:
+          stop_at: int | None = None, compile: bool | str = False) -> dict:
     """Train a schedule of ``steps`` steps (ending early after ``stop_at``) and return
-    {"losses", "sample", "step"}; prints a line every 10 steps to ``log``. With ``compile``
-    the model's forward and backward run as compiled programs (``tp.compile(model)``)."""
+    {"losses", "sample", "step"}; prints a line every 10 steps to ``log``. ``compile="model"``
+    (or True) runs the model's forward and backward as compiled programs (``tp.compile(model)``);
+    ``compile="step"`` compiles the whole step (forward, backward, clipping, AdamW) into one."""
     text = corpus(seed=seed)
     data = _Data(text, block=32, seed=seed + 1)
     config = GPTConfig(block_size=32, vocab_size=len(data.chars), n_layer=2, n_head=4, n_embd=64, dropout=0.0)
@@ -97,14 +98,21 @@ def train(steps: int = 300, batch: int = 16, lr: float = 3e-3, checkpoint: str |
     t0 = time.perf_counter()
     model.train()
     end = steps if stop_at is None else min(stop_at, steps)
-    forward = tp.compile(model) if compile else model
-    for step in range(start, end):
-        x, y = data.batch(batch, step)
+    forward = tp.compile(model) if compile is True or compile == "model" else model
+
+    def train_step(x: Any, y: Any) -> Any:
         _, loss = forward(x, y)
         opt.zero_grad()
         loss.backward()
         tp.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        return loss
+
+    # "step": forward, backward, clipping and the AdamW update as one compiled program
+    run_step = tp.compile(train_step) if compile == "step" else train_step
+    for step in range(start, end):
+        x, y = data.batch(batch, step)
+        loss = run_step(x, y)
         sched.step()
         losses.append(loss.item())
         if step == start or (step + 1) % 10 == 0 or step + 1 == end:
@@ -130,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     parser.add_argument("--stop-at", type=int, default=None, help="stop (and save) after this step")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--compile", action="store_true", help="compile the model's forward and backward (tp.compile)")
+    parser.add_argument("--compile", nargs="?", const="model", default=False, choices=["model", "step"],
+                        help="compile the model's forward and backward (model, the default), or the whole "
+                             "training step as one program (step)")
     args = parser.parse_args(argv)
     result = train(args.steps, args.batch, args.lr, args.checkpoint, args.resume, args.seed, stop_at=args.stop_at,
                    compile=args.compile)

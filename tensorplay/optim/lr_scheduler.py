@@ -14,6 +14,20 @@ from .optimizer import Optimizer
 __all__ = ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR", "LinearLR", "SequentialLR"]
 
 
+def _under_capture(sched: Any, method: str, args: tuple) -> bool:
+    """Inside a compiled function a schedule's step runs eagerly at a graph break: it changes
+    the optimizer's Python state (each group's lr), which a compiled graph cannot replay."""
+    from .. import _dispatch
+
+    handler = _dispatch.current_handler()
+    if handler is None or not hasattr(handler, "run_eagerly"):
+        return False
+    bound = getattr(type(sched), method)
+    handler.run_eagerly(bound, (sched, *args), {}, f"{type(sched).__name__}.{method}() (changes the "
+                        f"optimizer's learning rates; call it outside the compiled step)")
+    return True
+
+
 class LRScheduler:
     """Base: subclasses give ``get_lr()`` (from the current lrs) and, where PyTorch has one,
     ``_closed_form()`` (from the base lrs, used for ``step(epoch)``)."""
@@ -46,6 +60,8 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch: int | None = None) -> None:
+        if _under_capture(self, "step", (epoch,)):
+            return
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
@@ -191,6 +207,8 @@ class SequentialLR(LRScheduler):
         self._last_lr = schedulers[0].get_last_lr()
 
     def step(self) -> None:  # type: ignore[override]
+        if _under_capture(self, "step", ()):
+            return
         self.last_epoch += 1
         i = bisect.bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[i]

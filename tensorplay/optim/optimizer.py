@@ -73,8 +73,16 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every parameter's gradient (to None by default, as PyTorch)."""
+        from .. import _dispatch
+
+        handler = _dispatch.current_handler()
+        track = getattr(handler, "track_grad", None)
         for group in self.param_groups:
             for p in group["params"]:
+                if track is not None:  # (a compiled function: the change is replayed every call)
+                    if track(p, set_to_none) and p.grad is not None and p.grad._data is not None \
+                            and not set_to_none:
+                        p.grad = handler.input_from(lambda p=p: p.grad, "a parameter's .grad")
                 if p.grad is None:
                     continue
                 if set_to_none:
@@ -173,10 +181,14 @@ class StepValues:
                     if p.grad is not None and not opt.state.get(p):
                         state = opt.state.setdefault(p, {})
                         opt._init_state(group, p, state)
-        first = _signature(opt)
+        # gradients a backward() in the same trace made are the graph's own (their guard is
+        # that backward's): left out of the signature
+        made = frozenset(id(p) for g in opt.param_groups for p in g["params"]
+                         if p.grad is not None and p.grad._data is None)
+        first = _signature(opt, made)
         self.capture.add_guard(f"{type(opt).__name__}: its parameter groups, options other than lr, which "
                                f"parameters have gradients (shape, dtype, device) and its state tensors unchanged",
-                               lambda: _signature(opt) == first)
+                               lambda: _signature(opt, made) == first)
 
     def state(self, group: dict[str, Any], p: Tensor) -> dict[str, Any]:
         state = self.opt.state.setdefault(p, {})
@@ -222,14 +234,14 @@ class StepValues:
             p.add_(x, alpha=scale)
 
 
-def _signature(opt: Optimizer) -> tuple:
+def _signature(opt: Optimizer, made: frozenset = frozenset()) -> tuple:
     out = []
     for group in opt.param_groups:
         options = tuple((k, repr(v)) for k, v in sorted(group.items()) if k not in ("params", "lr"))
         params = []
         for p in group["params"]:
             g = p.grad
-            grad = None if g is None else (tuple(g.shape), g.dtype, str(g.device))
+            grad = "made" if id(p) in made else None if g is None else (tuple(g.shape), g.dtype, str(g.device))
             state = opt.state.get(p) or {}
             params.append((id(p), grad, tuple((k, id(v)) for k, v in sorted(state.items()))))
         out.append((options, tuple(params)))

@@ -92,3 +92,90 @@ def test_the_learning_rate_and_gradients_are_inputs_of_the_compiled_step():
     assert "param_groups[0]['lr']" in described and described.count("a parameter's .grad") == 4
     assert not any(n.op == "tp.constant" and np.ndim(n.attrs["value"]) == 0 and float(n.attrs["value"]) == 1e-2
                    for n in entry.graph.nodes)
+
+
+def _whole(make, compiled: bool, steps: int = 6, order: str = "after", schedule_inside: bool = False):
+    net = _net()
+    opt = make(net.parameters())
+    sched = tp.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    rng = np.random.default_rng(2)
+
+    def train_step(x, y):
+        if order == "before":
+            opt.zero_grad()
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        tp.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+        opt.step()
+        if order == "after":
+            opt.zero_grad()
+        if schedule_inside:
+            sched.step()
+        return loss
+
+    run = tp.compile(train_step) if compiled else train_step
+    losses, grads = [], []
+    for _ in range(steps):
+        x = tp.tensor(rng.standard_normal((10, 6)).astype(np.float32))
+        y = tp.tensor(rng.integers(0, 3, 10))
+        losses.append(float(run(x, y)))
+        grads.append([None if p.grad is None else p.grad.numpy().copy() for p in net.parameters()])
+        if not schedule_inside:
+            sched.step()
+    return losses, grads, [p.detach().numpy().copy() for p in net.parameters()], run
+
+
+@pytest.mark.parametrize("name,order", [("adamw", "after"), ("sgd-nesterov", "before"), ("rmsprop", "after")])
+def test_a_whole_training_step_compiles_once_into_one_program_and_equals_eager(name, order):
+    want = _whole(OPTIMIZERS[name], False, order=order)
+    got = _whole(OPTIMIZERS[name], True, order=order)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    for ga, gb in zip(got[1], want[1]):  # .grad after each call: None, or the step's gradients
+        for a, b in zip(ga, gb):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    run = got[3]
+    assert run.compile_count == 1 and run.cache_info()["graph_entries"] == 1
+    (entry,) = run._group.order
+    assert entry.training is None and not any(n.callee for n in entry.graph.nodes)
+
+
+def test_a_schedule_stepped_inside_the_compiled_step_runs_eagerly_at_a_break():
+    want = _whole(OPTIMIZERS["adamw"], False, schedule_inside=True)
+    got = _whole(OPTIMIZERS["adamw"], True, schedule_inside=True)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    assert got[3].cache_info()["segmented_entries"] == 1
+    with pytest.raises(tp.compiler.GraphCaptureError, match=r"StepLR.step\(\)"):
+        net = _net()
+        opt = tp.optim.SGD(net.parameters(), lr=0.1)
+        sched = tp.optim.lr_scheduler.StepLR(opt, step_size=2)
+
+        def step(x):
+            net(x).sum().backward()
+            opt.step()
+            sched.step()
+
+        tp.compile(step, fullgraph=True)(tp.randn(2, 6))
+
+
+def test_a_compiled_zero_grad_clears_the_gradients_on_every_call():
+    net = _net()
+    clear = tp.compile(lambda: _zero(net))
+    for _ in range(3):
+        net(tp.randn(2, 6)).sum().backward()
+        assert all(p.grad is not None for p in net.parameters())
+        clear()
+        assert all(p.grad is None for p in net.parameters())
+
+
+def _zero(net):
+    opt = _OPTS.setdefault(id(net), tp.optim.SGD(net.parameters(), lr=0.1))
+    opt.zero_grad()
+
+
+_OPTS: dict = {}

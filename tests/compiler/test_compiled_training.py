@@ -337,12 +337,14 @@ def test_a_training_loop_with_a_schedule_compiles_forward_and_backward_once():
     assert np.mean(runs[True][-5:]) < 0.5 * np.mean(runs[True][:5])
 
 
-def test_the_example_gives_the_same_loss_curve_compiled_and_eager():
+def test_the_example_gives_the_same_loss_curve_eager_compiled_and_as_one_compiled_step():
     from tensorplay.examples.train_gpt import train
 
     quiet = open("/dev/null", "w")
     eager = train(steps=200, batch=4, log=quiet, sample_chars=0)["losses"]
-    compiled = train(steps=200, batch=4, log=quiet, sample_chars=0, compile=True)["losses"]
+    compiled = train(steps=200, batch=4, log=quiet, sample_chars=0, compile="model")["losses"]
+    whole = train(steps=200, batch=4, log=quiet, sample_chars=0, compile="step")["losses"]
     quiet.close()
     np.testing.assert_allclose(compiled, eager, rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(whole, eager, rtol=2e-3, atol=2e-3)
     assert np.mean(eager[-10:]) < np.mean(eager[:10]) - 0.5

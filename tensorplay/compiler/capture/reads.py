@@ -86,11 +86,25 @@ _MUTATORS = {
 }
 
 
+_STATEFUL: tuple[type, ...] = ()
+
+
 def _tensor_types() -> tuple[type, ...]:
+    global _STATEFUL
+    if not _STATEFUL:
+        _STATEFUL = _stateful_types()
+    return _STATEFUL
+
+
+def _stateful_types() -> tuple[type, ...]:
     from ..._tensor import Tensor
     from ...nn.modules.module import Module
+    from ...optim.lr_scheduler import LRScheduler
+    from ...optim.optimizer import Optimizer
 
-    return Tensor, Module
+    # (optimizers and schedules by identity too: their state changes every step, and what a
+    # compiled step reads of it is an input or guarded by the optimizer itself)
+    return Tensor, Module, Optimizer, LRScheduler
 
 
 class _Signer:
@@ -122,8 +136,7 @@ class _Signer:
             return (t, v)
         if isinstance(v, _IDENTITY_TYPES):
             return self.ident(v)
-        tensor_t, module_t = _tensor_types()
-        if isinstance(v, (tensor_t, module_t)):
+        if isinstance(v, _tensor_types()):
             return self.ident(v)
         if isinstance(v, np.ndarray):
             if v.nbytes <= ARRAY_VALUE_BYTES:
@@ -165,7 +178,7 @@ def _is_plain_object(v: Any) -> bool:
     t = type(v)
     if t.__module__ == "builtins" and t is not types.SimpleNamespace:
         return False
-    tensor_t, module_t = _tensor_types()
+    tensor_t, module_t = _tensor_types()[:2]
     if isinstance(v, (tensor_t, module_t, type, types.ModuleType)) or callable(getattr(t, "__get__", None)):
         return False
     return hasattr(v, "__dict__") or bool(getattr(t, "__slots__", ()))
@@ -231,7 +244,7 @@ def static_attr(obj: Any, name: str) -> Any:
         if isinstance(cls_attr, (staticmethod, classmethod)):
             return cls_attr.__func__
         return cls_attr
-    _, module_t = _tensor_types()
+    module_t = _tensor_types()[1]
     if isinstance(obj, module_t):
         for store in ("_parameters", "_buffers", "_modules"):
             items = obj.__dict__.get(store)
@@ -617,7 +630,7 @@ class ReadRecorder:
             value = fetch()
         except Exception:  # noqa: BLE001
             value = MISSING
-        tensor_t, _ = _tensor_types()
+        tensor_t = _tensor_types()[0]
         if isinstance(value, tensor_t):
             return  # tensors stored on outside objects are written back by the capture
         if self._on_side_effect is not None:
@@ -733,7 +746,7 @@ class ReadRecorder:
     def _attr(self, frame: types.FrameType, receiver: Any, name: str) -> Any:
         if receiver is _UNKNOWN or receiver is _NULL:
             return _UNKNOWN
-        tensor_t, module_t = _tensor_types()
+        tensor_t, module_t = _tensor_types()[:2]
         if isinstance(receiver, tensor_t):
             return _UNKNOWN  # tensor metadata is guarded with the tensor
         loc = self._loc(frame)
@@ -826,7 +839,7 @@ class ReadRecorder:
         truncated: set[str] = set()
         large: list[tuple[int, ...]] = []
         keep: list[Any] = []
-        _, module_t = _tensor_types()
+        module_t = _tensor_types()[1]
         for description, read, value, loc in self._reads.values():
             if isinstance(read, ContentRead) and isinstance(value, module_t):
                 continue

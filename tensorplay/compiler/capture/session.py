@@ -273,6 +273,8 @@ class TraceResult:
     shape_guard: ShapeGuard | None = None
     shape_env: ShapeEnv | None = None
     training: Any = None
+    #: (tensor, output index or None): the .grad a backward() inside the trace left on each
+    grad_writebacks: list[tuple[Any, int | None]] = field(default_factory=list)
 
 
 class Capture:
@@ -293,6 +295,8 @@ class Capture:
         self._segment_index = 0
         self.shape_env = ShapeEnv(config.name)
         self._arg_dims: list[tuple[int, int, str, Any]] = []  # symbolic argument dims
+        #: tensors whose .grad a backward() inside the trace set (replayed on every call)
+        self._grad_targets: dict[int, Tensor] = {}
         self._new_graph()
 
     # -- public contract ------------------------------------------------------------------
@@ -365,6 +369,93 @@ class Capture:
             return value
         binding = ReadInput(getter, value._data, what)
         return self._wrap_results([self._add_input(value._tensor_type(), binding)], self.graph)
+
+    def backward_in_graph(self, outputs: Sequence[Tensor], grads: Sequence[Any], inputs: Sequence[Any] | None,
+                          create_graph: bool) -> bool:
+        """``backward()`` of tensors of this trace: the gradients of the leaves that require
+        grad are built into the same graph from the ops' gradient rules and set as their
+        ``.grad`` (a whole training step compiles to one program); every call sets them
+        again. Returns False after a graph break (the caller then runs eager autograd)."""
+        from ..autodiff.joint import NotDifferentiable, build_joint
+
+        why = None
+        if self.mode != TRACE or self._regions:
+            why = "backward() inside a segmented function or a nested region"
+        elif create_graph:
+            why = "backward(create_graph=True) inside a compiled function"
+        if why is not None:
+            self.graph_break(why)
+            return False
+        graph = self.graph
+        sources: dict[Value, Tensor] = {b.input: b.tensor for b in self._borrowed.values()}
+        sources.update((v, t) for t, v in self._lifted.values())
+        wanted = None if inputs is None else {id(t) for t in inputs}
+        requires = []
+        for i, v in enumerate(graph.inputs):
+            t = sources.get(v)
+            if t is None or not t._requires_grad or not t.dtype.is_floating_point:
+                continue
+            if wanted is not None and id(t) not in wanted:
+                continue
+            if t._grad_fn is not None:
+                self.graph_break("backward() into a tensor that an eager autograd graph made")
+                return False
+            requires.append(i)
+        roots = [self.value_of(t) for t in outputs]
+        kept = list(graph.outputs)
+        graph.set_outputs(roots)
+        try:
+            joint = build_joint(graph, requires, shape_env=self.shape_env)
+        except NotDifferentiable as exc:
+            self.graph_break(f"backward(): {exc}")
+            return False
+        finally:
+            graph.set_outputs(kept)
+        if not joint.grad_outputs:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+        seeds: dict[Value, Value] = {}
+        for tangent, k in zip(joint.tangents, joint.grad_outputs):
+            g = grads[k] if k < len(grads) else None
+            if g is None:
+                root = outputs[k]
+                if root.numel() != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                node = Node("tp.constant", (), {"value": np.ones(tuple(root.shape), root.dtype.np_dtype)}, (),
+                            user_loc(3))
+                node.results = (Value(tangent.type, node, 0),)
+                graph.nodes.append(node)
+                seeds[tangent] = node.results[0]
+            else:
+                seeds[tangent] = self.value_of(g)
+        for node in joint.backward:
+            node.inputs = tuple(seeds.get(v, v) if v is not None else None for v in node.inputs)
+        graph.nodes.extend(joint.backward)
+        for i, gv in zip(requires, joint.gradients):
+            if gv is None:
+                continue
+            t = sources[graph.inputs[i]]
+            new = self._wrap_results([seeds.get(gv, gv)], graph)
+            if self.track_grad(t) and t.grad is not None and t.grad._data is not None:
+                t.grad = self.input_from(lambda t=t: t.grad, "a parameter's .grad")
+            t.grad = new if t.grad is None else t.grad + new
+        return True
+
+    def track_grad(self, t: Tensor, cleared: bool = False) -> bool:
+        """Library code of the trace is about to set ``t.grad`` (a backward, ``zero_grad``):
+        the ``.grad`` left at the end is set again on every call, and a guard keeps what the
+        trace found there (None, or a tensor of that shape), unless ``cleared`` (set to None
+        before anything read it). True the first time for ``t``."""
+        if self.mode != TRACE or id(t) in self._grad_targets:
+            return False
+        self._grad_targets[id(t)] = t
+        if cleared:
+            return True
+        had = t.grad is not None
+        self.add_guard("the .grad of each tensor a compiled backward() or zero_grad() sets is as it was "
+                       "(None, or a tensor of the same shape)",
+                       lambda t=t, had=had, meta=_meta(t.grad): (t.grad is not None) == had
+                       and (not had or _meta(t.grad) == meta))
+        return True
 
     # -- dispatch handler protocol -----------------------------------------------------------
     def __call__(self, op: Op, operands: tuple[Any, ...], attrs: dict[str, Any],
@@ -817,6 +908,15 @@ class Capture:
         del out_leaves, leaf
         mutated = [(b.binding, b.tensor._capture.value) for b in self._borrowed.values()
                    if b.tensor._capture.value is not b.input]
+        grad_finals: list[tuple[Tensor, Value | None]] = []
+        for t in self._grad_targets.values():
+            g = t.grad
+            ref = getattr(g, "_capture", None)
+            if g is None or (isinstance(ref, _Ref) and ref.session is self):
+                grad_finals.append((t, None if g is None else ref.value))
+            else:  # a tensor the function set itself after backward: compiled graphs cannot replay that
+                raise GraphCaptureError(f"{self.config.name}: .grad of a parameter was set to a tensor made outside "
+                                        f"the compiled function after backward(); set it to None or leave it")
         self._restore_borrowed()
         self._lifted.clear()
         leaked: list[tuple[weakref.ref, Value]] = []
@@ -859,10 +959,11 @@ class Capture:
                 writebacks.append((binding, output(v)))
         for wr, v in leaked:
             writebacks.append((wr, output(v)))
+        grad_writebacks = [(t, None if v is None else output(v)) for t, v in grad_finals]
         graph.set_outputs(outputs)
         bindings = _fold_constants(graph, self._bindings)
         training = None
-        if self.config.differentiate is not None:
+        if self.config.differentiate is not None and not self._grad_targets:
             training = self.config.differentiate(graph, bindings, self.shape_env)
         shape_guard = None
         if self._arg_dims:
@@ -880,7 +981,7 @@ class Capture:
         if self.read_guard is not None and len(self.read_guard):
             guards.append(("Python values the trace read", self.read_guard))
         return TraceResult(graph, bindings, out_tree, spec, writebacks, guards, shape_guard,
-                           self.shape_env, training)
+                           self.shape_env, training, grad_writebacks)
 
     def _break_error(self, info: BreakInfo) -> GraphCaptureError:
         where = f" at {info.loc}" if info.loc is not None else ""
@@ -975,6 +1076,10 @@ class _Dead:
 
     def __init__(self, name: str):
         self.name = name
+
+
+def _meta(t: Any) -> tuple | None:
+    return None if t is None else (tuple(t.shape), t.dtype, str(t.device))
 
 
 def _describe(t: Tensor) -> str:

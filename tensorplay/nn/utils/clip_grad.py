@@ -29,6 +29,22 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     norm_type = float(norm_type)
     if not params:
         return C.tensor(0.0)
+    from ... import _dispatch
+
+    if not error_if_nonfinite and hasattr(_dispatch.current_handler(), "input_from"):
+        # inside a compiled function: the norm and the scale stay tensors (no .item(), no
+        # graph break), clamped as PyTorch's tensor form does
+        from ...ops.shape import stack
+
+        with no_grad():
+            if norm_type == math.inf:
+                total = R.amax(stack([R.amax(E.abs(p.grad)) for p in params]))
+            else:
+                total = R.sum(stack([R.sum(E.abs(p.grad) ** norm_type) for p in params])) ** (1.0 / norm_type)
+            coef = E.clamp(max_norm / (total + 1e-6), max=1.0)
+            for p in params:
+                p.grad.mul_(coef.to(p.grad.dtype))
+        return total
     with no_grad():
         if norm_type == math.inf:
             norms = [R.amax(E.abs(p.grad)) for p in params]
