@@ -10,6 +10,7 @@ record a graph node.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +27,12 @@ __all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
 #: to let the op run eagerly.
 CaptureHandler = Callable[[Op, tuple[Any, ...], dict[str, Any], tuple[TensorType, ...]], Any]
 
-_handler: CaptureHandler | None = None
+class _Handler(threading.local):
+    #: the capture of this thread, if any: another thread's eager ops never enter it
+    current: CaptureHandler | None = None
+
+
+_handler = _Handler()
 _ops: dict[str, Op] = {}
 
 
@@ -55,8 +61,9 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         else:
             raise TypeError(f"{op_name}: operands must be tensors, got {type(o).__name__}")
     result_types = op.verify(types, attrs)
-    if _handler is not None:
-        out = _handler(op, operands, attrs, result_types)
+    handler = _handler.current
+    if handler is not None:
+        out = handler(op, operands, attrs, result_types)
         if out is not NotImplemented:
             return out
     arrays = [None if o is None else o._data for o in operands]
@@ -76,16 +83,15 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
 
 
 def current_handler() -> CaptureHandler | None:
-    return _handler
+    return _handler.current
 
 
 @contextlib.contextmanager
 def capture_handler(handler: CaptureHandler | None) -> Iterator[None]:
     """Install ``handler`` for the duration of the block (nesting restores the outer one)."""
-    global _handler
-    previous = _handler
-    _handler = handler
+    previous = _handler.current
+    _handler.current = handler
     try:
         yield
     finally:
-        _handler = previous
+        _handler.current = previous
