@@ -14,8 +14,9 @@ uploads its inputs and reads its results back). Every table shows the bytes each
 moved between host and device (``runtime.stats()`` over the timed calls) next to what a call
 moved before tensors could live on a device (every weight and input up, every result down).
 
-``--train`` adds one training step of the training example's model (forward, backward, AdamW),
-tensorplay eager against PyTorch eager.
+``--train`` adds one training step of the training example's model (forward, backward, AdamW):
+tensorplay eager, compiled forward+backward and the whole step compiled as one program, against
+PyTorch eager and torch.compile.
 
 ``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1..64 and sequence
 lengths 1..128 (192 calls, both sizes changing from the first call to the second), compiled
@@ -350,44 +351,62 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
 
 def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
     """One training step (forward, backward, AdamW step) of the training example's model
-    (tensorplay.examples.train_gpt: 2 layers, d=64, batch 16 x 32 characters), tensorplay
-    eager against PyTorch eager from the same weights and batch; the losses must agree."""
+    (tensorplay.examples.train_gpt: 2 layers, d=64, batch 16 x 32 characters) from the same
+    weights and batch: tensorplay eager, compiled forward+backward (``tp.compile(model)``),
+    the whole step compiled as one program (``tp.compile(train_step)``), PyTorch eager and
+    torch.compile (the model compiled, the optimizer eager, as torch users do by default).
+    The first-step losses must agree; compile time is the first step's wall time."""
     from tensorplay.examples.train_gpt import _Data, corpus
 
     data = _Data(corpus(), block=32, seed=1)
     cfg = GPTConfig(block_size=32, vocab_size=len(data.chars), n_layer=2, n_head=4, n_embd=64, dropout=0.0)
     x, y = data.batch(16, 0)
-    rows = []
     tp.manual_seed(0)
-    model = build_gpt(tp, cfg)
-    libs = [("tensorplay eager", tp, model, x, y)]
+    reference = build_gpt(tp, cfg)
+    state = {k: v.numpy().copy() for k, v in reference.state_dict().items()}
+    setups = [("tensorplay eager", tp, None), ("tensorplay compiled fw+bw", tp, "model"),
+              ("tensorplay compiled step", tp, "step")]
+    torch = None
     if use_torch and importlib.util.find_spec("torch") is not None:
         import torch
 
-        tmodel = build_gpt(torch, cfg)
-        _share_weights(torch, model, tmodel)
-        libs.append(("PyTorch eager", torch, tmodel, torch.from_numpy(x.numpy().copy()),
-                     torch.from_numpy(y.numpy().copy())))
-    first_losses = []
-    for name, lib, net, bx, by in libs:
+        setups += [("PyTorch eager", torch, None), ("torch.compile fw+bw", torch, "model")]
+    rows, first_losses = [], []
+    for name, lib, mode in setups:
+        net = build_gpt(lib, cfg)
+        if lib is tp:
+            net.load_state_dict(state)
+            bx, by = x, y
+        else:
+            net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+            bx, by = torch.from_numpy(x.numpy().copy()), torch.from_numpy(y.numpy().copy())
         opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
-        losses = []
+        forward = lib.compile(net) if mode == "model" else net
 
-        def step():
-            _, loss = net(bx, by)
+        def train_step(bx, by, forward=forward, opt=opt):
+            _, loss = forward(bx, by)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            losses.append(loss.item())
+            return loss
 
+        step_fn = tp.compile(train_step) if mode == "step" else train_step
+        losses = []
+
+        def step(step_fn=step_fn, bx=bx, by=by, losses=losses):
+            losses.append(step_fn(bx, by).item())
+
+        first_s, _ = _first_call_s(step)
         ms = median_ms(step, repeats)
         first_losses.append(losses[0])
-        rows.append((name, ms))
+        rows.append((name, first_s, ms))
     ok = all(abs(a - first_losses[0]) <= 1e-4 * max(1.0, abs(a)) for a in first_losses)
-    print(f"training step of the example's GPT (2 layers, d=64, batch 16x32), median of {repeats} steps", file=out)
-    base = rows[0][1]
-    for name, ms in rows:
-        print(f"{name:20s} {ms:9.2f} ms  {base / ms:6.2f}x tensorplay eager's speed", file=out)
+    print(f"training step of the example's GPT (2 layers, d=64, batch 16x32, AdamW), median of {repeats} steps",
+          file=out)
+    base = rows[0][2]
+    print(f"{'':28s} {'first s':>8s} {'ms/step':>9s}  {'vs tp eager':>11s}", file=out)
+    for name, first_s, ms in rows:
+        print(f"{name:28s} {first_s:8.2f} {ms:9.2f}  {base / ms:10.2f}x", file=out)
     print(f"first-step losses {', '.join(f'{v:.6f}' for v in first_losses)}: {'OK' if ok else 'MISMATCH'}",
           file=out)
     return ok
@@ -403,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
     parser.add_argument("--train", action="store_true",
-                        help="also time a training step, tensorplay eager vs PyTorch eager")
+                        help="also time a training step: eager, compiled fw+bw, compiled whole step, PyTorch")
     parser.add_argument("--options", default=None,
                         help="compile options as JSON, e.g. '{\"opt_level\": \"O3\"}' (default: the backend's)")
     args = parser.parse_args(argv)
