@@ -348,3 +348,42 @@ def test_the_example_gives_the_same_loss_curve_eager_compiled_and_as_one_compile
     np.testing.assert_allclose(compiled, eager, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(whole, eager, rtol=2e-3, atol=2e-3)
     assert np.mean(eager[-10:]) < np.mean(eager[:10]) - 0.5
+
+
+def test_a_nested_region_compiles_its_backward_with_its_bw_compiler():
+    from tensorplay.compiler.backends import lookup_backend
+
+    seen = {"fw": [], "bw": []}
+
+    def recording(kind):
+        def backend(graph, example_inputs):
+            seen[kind].append(graph.name)
+            return lookup_backend("eager")(graph, example_inputs)
+
+        return backend
+
+    lin = tp.nn.Linear(8, 8)
+    options = tp.compiler.NestedCompileRegionOptions(fw_compiler=recording("fw"), bw_compiler=recording("bw"))
+
+    @tp.compiler.nested_compile_region(options=options)
+    def block(h):
+        return F.gelu(lin(h)) + h
+
+    def f(x):
+        return block(block(x * 2)).pow(2).mean()
+
+    x = tp.randn(3, 8, requires_grad=True)
+    _compare(f, list(lin.parameters()) + [x], x)
+    assert seen["fw"] and all("backward" not in n for n in seen["fw"])
+    assert seen["bw"] and all(n.endswith("_backward") for n in seen["bw"])
+    # bw_compiler defaults to fw_compiler, as in torch
+    seen["fw"].clear()
+    tp.compiler.reset()
+    only_fw = tp.compiler.NestedCompileRegionOptions(fw_compiler=recording("fw"))
+
+    @tp.compiler.nested_compile_region(options=only_fw)
+    def block2(h):
+        return F.gelu(lin(h)) + h
+
+    _compare(lambda x: block2(x).sum(), list(lin.parameters()), tp.randn(3, 8), calls=1)
+    assert any(n.endswith("_backward") for n in seen["fw"])

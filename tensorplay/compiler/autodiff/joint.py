@@ -21,7 +21,7 @@ from ... import _dispatch
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
 from ...autograd.engine import add_gradients, fit_gradient
-from ...dialects.tp.graph import Graph, Node, Value
+from ...dialects.tp.graph import CALL, Graph, Node, Value
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 
@@ -235,7 +235,13 @@ def _backprop(nodes: Sequence[Node], live: set[Value], grads: dict[Value, Tensor
 def _backprop_call(node: Node, live: set[Value], grads: dict[Value, Tensor],
                    tensor: Callable[[Value], Tensor], tape: _Tape) -> None:
     """A nested region: its callee inlined into the backward (recomputing its forward there),
-    then differentiated like the caller."""
+    then differentiated like the caller; a region with a backward compiler of its own gets a
+    backward function of its own instead, called from the caller's backward."""
+    from ..capture.session import region_backward_compiler
+
+    if region_backward_compiler(node.callee) is not None:
+        _backprop_region(node, live, grads, tape)
+        return
     callee = node.callee
     mapping: dict[Value, Value] = dict(zip(callee.inputs, node.inputs))
     inlined: list[Node] = []
@@ -257,3 +263,37 @@ def _backprop_call(node: Node, live: set[Value], grads: dict[Value, Tensor],
             target = mapping[inner]
             grads[target] = add_gradients(grads.get(target), g)
     _backprop(inlined, inner_live, grads, tensor, tape)
+
+
+def _backprop_region(node: Node, live: set[Value], grads: dict[Value, Tensor], tape: _Tape) -> None:
+    """``node`` calls a region whose backward compiles with its own backend: its backward is a
+    function (the region's forward recomputed, then its rules) taking the call's operands and
+    one gradient per differentiable result, called from the caller's backward."""
+    from ..capture.programs import _subgraph
+    from ..capture.session import region_backward_compiler, set_region_compiler
+
+    callee = node.callee
+    requires = [i for i, v in enumerate(node.inputs)
+                if v is not None and v in live and v.type.dtype.is_floating_point]
+    joint = build_joint(callee, requires)
+    produced = [g for g in joint.gradients if g is not None]
+    if not produced:
+        return
+    backward = _subgraph(f"{callee.name}_backward", list(callee.nodes) + list(joint.backward),
+                         list(callee.inputs) + list(joint.tangents), produced)
+    set_region_compiler(backward, region_backward_compiler(callee))
+    operands = []
+    for k in joint.grad_outputs:
+        r = node.results[k]
+        g = grads.pop(r, None)
+        operands.append(tape.value_of(g) if g is not None else
+                        tape.value_of(_RuleContext.zeros(tuple(r.type.shape), r.type.dtype)))
+    call = Node(CALL, tuple(node.inputs) + tuple(operands), {"callee": backward.name}, (), node.loc, backward)
+    call.results = tuple(Value(v.type, call, i) for i, v in enumerate(backward.outputs))
+    tape.nodes.append(call)
+    results = iter(call.results)
+    for i, g in zip(requires, joint.gradients):
+        if g is None:
+            continue
+        v = node.inputs[i]
+        grads[v] = add_gradients(grads.get(v), tape.tensor(next(results)))

@@ -20,7 +20,7 @@ from ...dialects.tp.graph import Graph, Value
 from ..errors import GraphCaptureError
 from . import pytree
 from .graphs import substitute_sizes
-from .session import _REGION_COMPILERS, Capture, _Ref, user_loc
+from .session import _REGION_BACKWARD, _REGION_COMPILERS, Capture, _Ref, user_loc
 
 __all__ = ["Region", "call_region"]
 
@@ -64,7 +64,7 @@ def _leaf_signature(leaf: Any, session: Capture | None = None) -> Any:
 
 
 def call_region(session: Capture, fn: Callable[..., Any], args: tuple, kwargs: dict, key: Any,
-                compiler: Any) -> Any:
+                compiler: Any, bw_compiler: Any = None) -> Any:
     leaves, treedef = pytree.flatten((args, kwargs))
 
     def signature() -> tuple:
@@ -79,7 +79,7 @@ def call_region(session: Capture, fn: Callable[..., Any], args: tuple, kwargs: d
     before = signature()
     region = cache.get(before)
     if region is None:
-        region = _trace(session, fn, leaves, treedef, compiler, len(cache))
+        region = _trace(session, fn, leaves, treedef, compiler, len(cache), bw_compiler)
         cache[before] = region
         # what the trace decided about the sizes (a size made a constant) keys it too
         cache.setdefault(signature(), region)
@@ -143,7 +143,7 @@ class _RegionFrame:
 
 
 def _trace(session: Capture, fn: Callable[..., Any], leaves: list[Any], treedef: pytree.TreeDef,
-           compiler: Any, n: int) -> Region:
+           compiler: Any, n: int, bw_compiler: Any = None) -> Region:
     name = _callee_name(session, fn, n)
     callee = Graph(name=name)
     label = f"nested_compile_region {getattr(fn, '__qualname__', name)}"
@@ -186,6 +186,8 @@ def _trace(session: Capture, fn: Callable[..., Any], leaves: list[Any], treedef:
     callee.set_outputs(outputs)
     if compiler is not None:
         _REGION_COMPILERS[callee] = compiler
+    if bw_compiler is not None or compiler is not None:
+        _REGION_BACKWARD[callee] = bw_compiler if bw_compiler is not None else compiler
     return Region(callee, frame.locators, out_tree, spec, mutations, compiler)
 
 

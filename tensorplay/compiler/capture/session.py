@@ -46,7 +46,8 @@ from .graphs import format_graph, order_inputs_by_use, prune_inputs, substitute_
 from .reads import ReadGuard, ReadRecorder
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
-           "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler", "capture_once",
+           "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler", "region_backward_compiler",
+           "set_region_compiler", "capture_once",
            "TraceResult"]
 
 TRACE = "trace"
@@ -255,9 +256,23 @@ class _Borrow:
 _REGION_COMPILERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+#: callee graph -> backend that compiles that region's backward (bw_compiler, else fw_compiler)
+_REGION_BACKWARD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def region_compiler(callee: Graph) -> Any:
     """The backend a nested compile region asked for, or None (compiled with its caller)."""
     return _REGION_COMPILERS.get(callee)
+
+
+def region_backward_compiler(callee: Graph) -> Any:
+    """The backend a nested compile region's backward compiles with, or None (its caller's)."""
+    return _REGION_BACKWARD.get(callee)
+
+
+def set_region_compiler(graph: Graph, compiler: Any) -> None:
+    """Compile ``graph`` (a callee) with ``compiler`` on its own, as a region asked."""
+    _REGION_COMPILERS[graph] = compiler
 
 
 @dataclass
@@ -338,12 +353,13 @@ class Capture:
             self._atomic.pop()
 
     def call_region(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
-                    key: Any, compiler: Any = None) -> Any:
+                    key: Any, compiler: Any = None, bw_compiler: Any = None) -> Any:
         """Call ``fn`` as a nested compile region: traced once per key into a callee graph,
-        then a call of that callee at every site."""
+        then a call of that callee at every site (``compiler``/``bw_compiler``: the backends
+        of its forward and of its backward, None: its caller's)."""
         from .regions import call_region
 
-        return call_region(self, fn, tuple(args), dict(kwargs or {}), key, compiler)
+        return call_region(self, fn, tuple(args), dict(kwargs or {}), key, compiler, bw_compiler)
 
     def add_guard(self, description: str, check: Callable[[], bool]) -> None:
         """A condition the cached graph relies on; a call where it is false recompiles.

@@ -81,7 +81,8 @@ class _Region:
                 return self.fn(*args, **kwargs)
             seen.add(key)
         compiler = self.options.fw_compiler if self.options is not None else None
-        return cap.call_region(self.fn, args, kwargs, key=(self.token, key), compiler=compiler)
+        bw = self.options.bw_compiler if self.options is not None else None
+        return cap.call_region(self.fn, args, kwargs, key=(self.token, key), compiler=compiler, bw_compiler=bw)
 
 
 _regions: weakref.WeakSet[_Region] = weakref.WeakSet()
@@ -103,7 +104,8 @@ def nested_compile_region(fn: Callable[_P, _R] | None = None, *, options: Any = 
     dtypes, constants, module structure; or ``reuse_hash_fn(*args, **kwargs)``) is traced once
     into its own function and every call site calls it; past ``max_reuse_entries`` signatures
     in one capture the body is inlined. ``options.fw_compiler`` compiles the region with that
-    backend.
+    backend; ``options.bw_compiler`` (default: ``fw_compiler``) compiles its backward when the
+    caller trains.
     """
     if options is not None and not isinstance(options, NestedCompileRegionOptions):
         raise TypeError(f"nested_compile_region(): options must be a NestedCompileRegionOptions, "
