@@ -16,7 +16,7 @@ import numpy as np
 
 from .._tensor import Tensor
 from ..compiler.capture import pytree
-from ..compiler.capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput
+from ..compiler.capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput, ReadInput
 from ..compiler.capture.guards import free_objects, is_module
 from ..compiler.capture.session import Capture, CaptureConfig, TraceResult, exporting
 from ..dialects.tp.graph import Graph, Value
@@ -39,7 +39,9 @@ class Weight:
 
     key: str
     array: np.ndarray
-    kind: str  # "parameter", "buffer", "tensor" or "constant"
+    kind: str  # "parameter", "buffer", "tensor", "state" (an optimizer's) or "constant"
+    #: updated by an entry point (a training step): a mutable global that entry stores to
+    mutable: bool = False
 
     @property
     def constant(self) -> bool:
@@ -109,6 +111,13 @@ class TracedEntry:
     dims: dict[str, Any] | None = None
     #: each result's shape as the signature shows it (dynamic sizes as text over dim names)
     out_shapes: list[tuple[int | str, ...]] = field(default_factory=list)
+    #: (weight, graph output index): the new value of each weight the entry updates in place,
+    #: stored to its global after the call (outputs past ``n_results`` are these)
+    stores: list[tuple[Weight, int]] = field(default_factory=list)
+
+    @property
+    def n_results(self) -> int:
+        return len(self.graph.outputs) - len(self.stores)
 
     @property
     def n_args(self) -> int:
@@ -162,7 +171,28 @@ def capture_entry(fn: Any, args: tuple, kwargs: dict, *, entry: str, method: str
         from ..compiler.dynamic_shapes import check_named_dims
 
         check_named_dims(trace.shape_env, dynamic_spec)
+    _name_optimizer_state(fn, modules, leaves, table)
     return _shape(trace, entry, method, overload, leaves, paths, table)
+
+
+def _name_optimizer_state(fn: Any, modules: list[tuple[str, Any]], leaves: list[Any], table: WeightTable) -> None:
+    """Archive names for the state of the optimizers the entry reached (an attribute of a
+    module it uses, a global or closure variable, an argument): ``<optimizer>.<parameter>.<entry>``."""
+    from ..optim.optimizer import Optimizer
+
+    found: list[tuple[str, Any]] = []
+    for prefix, m in modules:
+        found += [(f"{prefix}{k}.", v) for k, v in vars(m).items() if isinstance(v, Optimizer)]
+    found += [(f"{_quoted_name(label)}.", obj) for label, obj, _ in free_objects(fn) if isinstance(obj, Optimizer)]
+    found += [(f"optimizer{i}.", leaf) for i, leaf in enumerate(leaves) if isinstance(leaf, Optimizer)]
+    for prefix, opt in found:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                pname = table.names.get(id(p), (f"param_{id(p)}", ""))[0]
+                for key, value in (opt.state.get(p) or {}).items():
+                    if isinstance(value, Tensor):
+                        table.names.setdefault(id(value), (f"{prefix}{pname}.{key}", "state"))
+
 
 
 def arg_paths(fn: Any, treedef: pytree.TreeDef) -> list[str]:
@@ -189,11 +219,22 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
            paths: list[str], table: WeightTable) -> TracedEntry:
     graph = trace.graph
     where = f"export of {entry}"
-    for target, _ in trace.writebacks:
+    for target, k in trace.grad_writebacks:
+        if k is not None:
+            raise ValueError(f"{where}: the step leaves gradients in the parameters' .grad; call "
+                             f"optimizer.zero_grad() at its end to export it (an exported step keeps no "
+                             f".grad)")
+    updated: list[tuple[Binding, int]] = []
+    for target, k in trace.writebacks:
+        if isinstance(target, AttachedInput) and table.names.get(id(target.tensor), ("", ""))[1] in (
+                "parameter", "state"):
+            updated.append((target, k))  # a training step: the weight becomes a mutable global
+            continue
         what = target.describe() if isinstance(target, Binding) else "a tensor made during the call"
         raise ValueError(f"{where}: the method updates {what} in place; an exported entry point must be "
-                         f"a pure function of its arguments and weights (for BatchNorm and similar "
-                         f"layers call model.eval() before exporting)")
+                         f"a pure function of its arguments and weights, or a training step that updates "
+                         f"parameters and optimizer state (for BatchNorm and similar layers call "
+                         f"model.eval() before exporting)")
     for b in trace.bindings:
         if isinstance(b, RandomInput):
             raise ValueError(f"{where}: the method draws random numbers ({b.describe()}); exported "
@@ -234,6 +275,11 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
         return value
 
     for b, v in zip(trace.bindings, graph.inputs):
+        if isinstance(b, ReadInput):  # an optimizer's learning rate: a trailing argument
+            name = _read_input_name(b, [s.name for s in specs])
+            arg_values.append(v)
+            specs.append(TensorSpec(name, dim_text(v.type.shape), v.type.dtype.name))
+            continue
         if not isinstance(b, ArgInput):
             weight_input(b, v)
     # results: the tensors of the returned structure, each once
@@ -260,6 +306,15 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
                 leaf_nodes.append(result(weight_input(b, by_binding.get(id(b)))))
         else:
             leaf_nodes.append({"t": "const", "v": _json_constant(item[1], where)})
+    stores: list[tuple[Weight, int]] = []
+    shapes = [dim_text(v.type.shape) for v in outputs]
+    for b, k in updated:
+        w = table.for_binding(b, entry)
+        w.mutable = True
+        if id(w) not in weight_of:
+            weight_input(b, None)
+        stores.append((w, len(outputs)))
+        outputs.append(graph.outputs[k])
     graph.inputs = arg_values + weight_values
     for i, v in enumerate(graph.inputs):
         v.index = i
@@ -267,8 +322,17 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
     graph.name = impl_name(entry)
     tree = _tree(trace.out_tree, iter(leaf_nodes), where)
     dims = trace.shape_guard.portable(arg_number) if trace.shape_guard is not None else None
-    return TracedEntry(entry, method, overload, graph, specs, weights, tree, dims,
-                       [dim_text(v.type.shape) for v in outputs])
+    return TracedEntry(entry, method, overload, graph, specs, weights, tree, dims, shapes, stores)
+
+
+def _read_input_name(b: ReadInput, taken: list[str]) -> str:
+    """``lr`` for ``param_groups[0]['lr']`` (``lr_1``... for the next groups)."""
+    m = re.match(r"param_groups\[(\d+)\]\['(\w+)'\]", b.what)
+    base = (m.group(2) if m.group(1) == "0" else f"{m.group(2)}_{m.group(1)}") if m else "value"
+    name, n = base, 1
+    while name in taken:
+        name, n = f"{base}_{n}", n + 1
+    return name
 
 
 def _dim_names(trace: TraceResult) -> Any:

@@ -23,7 +23,11 @@ from ..compiler.backends.widening import Widened
 from ..runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, TensorSpec
 from ._capture import TracedEntry, Weight
 
-__all__ = ["Assembled", "assemble", "compile_module", "export_defaults", "unique_weights", "EXPORT_BACKENDS"]
+__all__ = ["Assembled", "assemble", "compile_module", "export_defaults", "unique_weights", "EXPORT_BACKENDS",
+           "STATE_ENTRY"]
+
+#: the entry point of a module with training steps that returns every global they update
+STATE_ENTRY = "state_dict"
 
 #: ``lowered_mlir`` shows weights up to this many elements; larger ones print as MLIR's elided form
 ELIDE_ABOVE = 16
@@ -88,12 +92,14 @@ def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: M
                 init = f"#stream.parameter.named<{string(scope)}::{string(w.key)}>"
             else:
                 init = _dense(wire[id(w)])
-            lines.append(f"  util.global private @{symbol} = {init} : {t}")
+            kind = "private mutable" if w.mutable else "private"
+            lines.append(f"  util.global {kind} @{symbol} = {init} : {t}")
             if init.startswith("dense") and w.array.size > ELIDE_ABOVE:
                 init = "dense_resource<__elided__>"
-            shown.append(f"  util.global private @{symbol} = {init} : {t}")
+            shown.append(f"  util.global {kind} @{symbol} = {init} : {t}")
         target = target_description(backend, options)
-        entry_names = tuple(e.name for e in entries)
+        mutable = [w for w in unique_weights(entries) if w.mutable]
+        entry_names = tuple(e.name for e in entries) + ((STATE_ENTRY,) if mutable else ())
         if archive:
             info = ModuleInfo(name, backend, target, entry_names, scope, archive_name, tuple(parameter_specs))
         else:
@@ -104,6 +110,13 @@ def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: M
             reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
                           f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
             function = _entry_function(e, types[e.impl_name], global_types, reflection, string)
+            lines += function
+            shown += function
+        if mutable:  # what a training step changed, read back: state_dict()
+            signature = signatures[STATE_ENTRY] = _state_signature(mutable, global_types)
+            reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
+                          f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
+            function = _state_function(mutable, global_types, reflection, string)
             lines += function
             shown += function
     module = _insert(text, "\n".join(lines))
@@ -176,7 +189,7 @@ def _signature(e: TracedEntry, p: Widened) -> EntrySignature:
         abi = None if cast is None else _dtype_name(np.dtype(cast))
         inputs.append(TensorSpec(spec.name, spec.shape, spec.dtype, abi))
     outputs = []
-    for k, (orig, wide) in enumerate(zip(e.graph.outputs, p.graph.outputs)):
+    for k, (orig, wide) in enumerate(list(zip(e.graph.outputs, p.graph.outputs))[:e.n_results]):
         dtype, abi = orig.type.dtype.name, wide.type.dtype.name
         outputs.append(TensorSpec(f"output{k}", e.out_shapes[k], dtype, abi if abi != dtype else None))
     return EntrySignature(e.name, tuple(inputs), tuple(outputs), e.tree, e.method, e.overload, e.dims)
@@ -205,14 +218,33 @@ def _entry_function(e: TracedEntry, impl_types: tuple[list[str], list[str]], glo
         operands.append(f"%w{j}")
     call = f"func.call @{e.impl_name}({', '.join(operands)}) : ({', '.join(arg_types)}) -> ({results})"
     n = len(result_types)
+    ret = e.n_results
+    returned = ", ".join(result_types[:ret])
     if n == 0:
         body += [f"    {call}", "    func.return"]
-    elif n == 1:
-        body += [f"    %r = {call}", f"    func.return %r : {results}"]
     else:
-        body += [f"    %r:{n} = {call}",
-                 f"    func.return {', '.join(f'%r#{k}' for k in range(n))} : {results}"]
-    return [f"  func.func @{string(e.name)}({params}) -> ({results}) attributes {{iree.reflection = {reflection}}} {{",
+        names = ["%r"] if n == 1 else [f"%r#{k}" for k in range(n)]
+        body.append(f"    {'%r' if n == 1 else f'%r:{n}'} = {call}")
+        for w, k in e.stores:  # a training step's updates: into the globals, in place
+            body.append(f"    util.global.store {names[k]}, @{string(w.symbol)} : {global_types[id(w)]}")
+        body.append(f"    func.return {', '.join(names[:ret])} : {returned}" if ret else "    func.return")
+    return [f"  func.func @{string(e.name)}({params}) -> ({returned}) attributes {{iree.reflection = {reflection}}} {{",
+            *body, "  }"]
+
+
+def _state_signature(mutable: Sequence[Weight], global_types: dict[int, str]) -> EntrySignature:
+    outputs = tuple(TensorSpec(f"output{k}", tuple(w.array.shape), _dtype_name(w.array.dtype))
+                    for k, w in enumerate(mutable))
+    tree = {"t": "dict", "k": [w.key for w in mutable], "c": [{"t": "out", "i": k} for k in range(len(mutable))]}
+    return EntrySignature(STATE_ENTRY, (), outputs, tree, STATE_ENTRY, None, None)
+
+
+def _state_function(mutable: Sequence[Weight], global_types: dict[int, str], reflection: str,
+                    string: Any) -> list[str]:
+    types = [global_types[id(w)] for w in mutable]
+    body = [f"    %w{j} = util.global.load @{string(w.symbol)} : {t}" for j, (w, t) in enumerate(zip(mutable, types))]
+    body.append(f"    func.return {', '.join(f'%w{j}' for j in range(len(mutable)))} : {', '.join(types)}")
+    return [f"  func.func @{STATE_ENTRY}() -> ({', '.join(types)}) attributes {{iree.reflection = {reflection}}} {{",
             *body, "  }"]
 
 

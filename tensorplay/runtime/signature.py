@@ -211,7 +211,7 @@ class EntrySignature:
             self._check_shape(spec, array.shape)
             if spec.abi_dtype and spec.abi_dtype != spec.dtype:
                 array = array.astype(numpy_dtype(spec.abi_dtype))
-            arrays.append(np.ascontiguousarray(array))
+            arrays.append(np.ascontiguousarray(array).reshape(array.shape))  # (0-d stays 0-d)
         if self.dims is not None:
             failed = _SizeChecks.of(self.dims, tuple(len(s.shape) for s in self.inputs)).failure(
                 [a.shape for a in arrays])
