@@ -15,7 +15,8 @@ import numpy as np
 
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
-from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough
+from .._grad_mode import is_grad_enabled
+from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough, _requires_grad
 from .capture import pytree
 from .capture.graphs import format_graph, interpret, op_counts
 from .capture.guards import free_objects, is_module
@@ -36,6 +37,10 @@ class ExplainReport:
     value_guards: list[str] = field(default_factory=list)
     #: what the capture read but could not guard, and why
     unguarded: list[str] = field(default_factory=list)
+    #: for a whole graph captured under grad mode with inputs that require grad: its backward
+    #: (op count, recomputed ops, the bytes saved for it under the min-cut partitioner and
+    #: when saving everything), or why it cannot be built
+    backward: list[str] = field(default_factory=list)
 
     @property
     def graph_count(self) -> int:
@@ -121,7 +126,24 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
         paths = compiled._paths(treedef)
         spec = compiled._check_dynamic(leaves, paths)
         dynamic_dims = compiled._dynamic_dims(leaves, paths, spec) or None
-    session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims))
+    partitioner = compiled.options.get("partitioner", "min_cut") if compiled is not None else "min_cut"
+
+    def differentiate(graph: Graph, bindings: list, env: Any) -> Any:
+        from .autodiff import differentiate as build
+
+        requires = [i for i, b in enumerate(bindings) if _requires_grad(b, leaves)]
+        if not requires:
+            return None
+        outputs = list(graph.outputs)
+        try:
+            return build(graph, requires, name, shape_env=env, partitioner=partitioner).describe()
+        except Exception as exc:  # noqa: BLE001 - reported, as a compile would log it
+            return f"its backward could not be built ({type(exc).__name__}: {exc})"
+        finally:
+            graph.set_outputs(outputs)  # (the report shows the forward as captured)
+
+    session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims,
+                                    differentiate=differentiate if is_grad_enabled() else None))
     if current_capture() is not None:
         raise RuntimeError("explain() cannot run inside a capture")
     trace = session.run_trace(fn, args, kwargs, leaves, paths, modules)
@@ -131,6 +153,8 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
     if session.read_guard is not None:
         report.value_guards = session.read_guard.descriptions()
         report.unguarded = list(session.read_guard.notes)
+    if trace is not None and isinstance(trace.training, str):
+        report.backward.append(trace.training)
     if trace is not None:
         entry = Entry(GRAPH, None, (), name, [], [])
         entry.bindings, entry.graph = trace.bindings, trace.graph

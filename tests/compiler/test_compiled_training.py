@@ -4,6 +4,8 @@ breaks, nested regions, no_grad/detach inside the function, dynamic sizes and de
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -387,3 +389,16 @@ def test_a_nested_region_compiles_its_backward_with_its_bw_compiler():
 
     _compare(lambda x: block2(x).sum(), list(lin.parameters()), tp.randn(3, 8), calls=1)
     assert any(n.endswith("_backward") for n in seen["fw"])
+
+
+def test_explain_reports_the_backward_and_its_saved_bytes():
+    net = tp.nn.Sequential(tp.nn.Linear(16, 64), tp.nn.GELU(), tp.nn.LayerNorm(64), tp.nn.Linear(64, 4))
+    x = tp.randn(32, 16)
+    (text,) = tp.compiler.explain(net, x).backward
+    saved, everything = (int(n) for n in re.search(r"saved for backward: .*?, (\d+) bytes \(min_cut; saving every "
+                                                   r"value the backward reads: (\d+) bytes\)", text).groups())
+    assert "backward graph Sequential_backward" in text and 0 < saved < everything
+    with tp.no_grad():
+        assert tp.compiler.explain(net, x).backward == []
+    (text,) = tp.compiler.explain(tp.compile(net, options={"partitioner": "save_all"}), x).backward
+    assert "(save_all;" in text
