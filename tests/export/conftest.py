@@ -19,6 +19,21 @@ pytest.importorskip("iree.runtime")
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: the start of a deployment script: a Python with iree-base-runtime and numpy, whose imports
+#: of the compiler fail as where it is not installed
+WITHOUT_COMPILER = """
+import json, sys
+import numpy as np
+
+class BlockCompiler:
+    def find_spec(self, name, path=None, target=None):
+        if name == "iree.compiler" or name.startswith("iree.compiler."):
+            raise ImportError(f"{name} is not installed here")
+        return None
+
+sys.meta_path.insert(0, BlockCompiler())
+"""
+
 
 @pytest.fixture(scope="session")
 def iree_tool():

@@ -14,23 +14,14 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
+from tests.export.conftest import WITHOUT_COMPILER
 
 pytestmark = pytest.mark.iree
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DEPLOY = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-
-    class BlockCompiler:
-        # deployment machines have iree-base-runtime and numpy, not the compiler
-        def find_spec(self, name, path=None, target=None):
-            if name == "iree.compiler" or name.startswith("iree.compiler."):
-                raise ImportError(f"{name} is not installed here")
-            return None
-
-    sys.meta_path.insert(0, BlockCompiler())
+# deployment machines have iree-base-runtime and numpy, not the compiler
+DEPLOY = WITHOUT_COMPILER + textwrap.dedent("""
     import tensorplay as tp
     from tensorplay import runtime
 

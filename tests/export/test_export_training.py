@@ -16,6 +16,7 @@ import pytest
 import tensorplay as tp
 import tensorplay.nn.functional as F
 from tensorplay.examples import GPTConfig, build_gpt
+from tests.export.conftest import WITHOUT_COMPILER
 
 pytestmark = pytest.mark.iree
 
@@ -82,17 +83,7 @@ def exported(tmp_path_factory):
     return vocab, program, path
 
 
-DEPLOY = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-
-    class BlockCompiler:
-        def find_spec(self, name, path=None, target=None):
-            if name == "iree.compiler" or name.startswith("iree.compiler."):
-                raise ImportError(f"{name} is not installed here")
-            return None
-
-    sys.meta_path.insert(0, BlockCompiler())
+DEPLOY = WITHOUT_COMPILER + textwrap.dedent("""
     from tensorplay import runtime
 
     case = json.loads(sys.argv[1])
