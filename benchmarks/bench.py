@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -349,66 +350,104 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
     return ok
 
 
-def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
-    """One training step (forward, backward, AdamW step) of the training example's model
-    (tensorplay.examples.train_gpt: 2 layers, d=64, batch 16 x 32 characters) from the same
-    weights and batch: tensorplay eager, compiled forward+backward (``tp.compile(model)``),
-    the whole step compiled as one program (``tp.compile(train_step)``), PyTorch eager and
-    torch.compile (the model compiled, the optimizer eager, as torch users do by default).
-    The first-step losses must agree; compile time is the first step's wall time."""
+def _train_mlp(lib: Any):
+    nn = lib.nn
+    lib.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 10))
+    rng = np.random.default_rng(11)
+    batch = (_rng(12, 64, 256), rng.integers(0, 10, 64))
+    return net, batch, lambda net, x, y: lib.nn.functional.cross_entropy(net(x), y)
+
+
+def _train_gpt(lib: Any):
     from tensorplay.examples.train_gpt import _Data, corpus
 
     data = _Data(corpus(), block=32, seed=1)
     cfg = GPTConfig(block_size=32, vocab_size=len(data.chars), n_layer=2, n_head=4, n_embd=64, dropout=0.0)
+    lib.manual_seed(0)
     x, y = data.batch(16, 0)
-    tp.manual_seed(0)
-    reference = build_gpt(tp, cfg)
-    state = {k: v.numpy().copy() for k, v in reference.state_dict().items()}
-    setups = [("tensorplay eager", tp, None), ("tensorplay compiled fw+bw", tp, "model"),
-              ("tensorplay compiled step", tp, "step")]
+    return build_gpt(lib, cfg), (x.numpy(), y.numpy()), lambda net, x, y: net(x, y)[1]
+
+
+def _train_cnn(lib: Any):
+    lib.manual_seed(0)
+    net = build_cnn(lib).eval()  # (dropout off: the same step in both libraries; gradients still flow)
+    rng = np.random.default_rng(13)
+    batch = (_rng(14, 32, 1, 12, 12), rng.integers(0, 10, 32))
+    return net, batch, lambda net, x, y: lib.nn.functional.nll_loss(net(x), y)
+
+
+TRAIN_CASES = {"mlp": ("MLP (256-512-512-10, batch 64)", _train_mlp),
+               "gpt": ("the example's GPT (2 layers, d=64, batch 16x32)", _train_gpt),
+               "cnn": ("small CNN (batch 32)", _train_cnn)}
+
+
+def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
+    """One training step (forward, backward, AdamW) of each TRAIN_CASES model from the same
+    weights and batch: tensorplay eager, compiled forward+backward (``tp.compile(model)``),
+    the whole step compiled as one program (``tp.compile(train_step)``), PyTorch eager,
+    torch.compile with the optimizer eager (as torch users do by default) and with
+    ``torch.compile(opt.step)`` too. The first-step losses must agree; "first s" is the first
+    step's wall time (compiles included); the last column is the min-cut partitioner's saved
+    activation bytes next to saving everything (``explain().backward``)."""
     torch = None
     if use_torch and importlib.util.find_spec("torch") is not None:
         import torch
+    ok = True
+    for label, build in TRAIN_CASES.values():
+        setups = [("tensorplay eager", tp, None), ("tensorplay compiled fw+bw", tp, "model"),
+                  ("tensorplay compiled step", tp, "step")]
+        if torch is not None:
+            setups += [("PyTorch eager", torch, None), ("torch.compile fw+bw", torch, "model"),
+                       ("torch.compile fw+bw, opt.step", torch, "model+opt")]
+        reference, (bx, by), _ = build(tp)
+        state = {k: v.numpy().copy() for k, v in reference.state_dict().items()}
+        rows, first_losses = [], []
+        for name, lib, mode in setups:
+            net, _, loss_fn = build(lib)
+            if lib is tp:
+                net.load_state_dict(state)
+                x, y = tp.tensor(bx), tp.tensor(by)
+            else:
+                net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+                x, y = torch.from_numpy(bx.copy()), torch.from_numpy(by.copy())
+            opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
+            forward = lib.compile(net) if mode in ("model", "model+opt") else net
+            opt_step = torch.compile(opt.step) if mode == "model+opt" else opt.step
 
-        setups += [("PyTorch eager", torch, None), ("torch.compile fw+bw", torch, "model")]
-    rows, first_losses = [], []
-    for name, lib, mode in setups:
-        net = build_gpt(lib, cfg)
-        if lib is tp:
-            net.load_state_dict(state)
-            bx, by = x, y
-        else:
-            net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
-            bx, by = torch.from_numpy(x.numpy().copy()), torch.from_numpy(y.numpy().copy())
-        opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
-        forward = lib.compile(net) if mode == "model" else net
+            def train_step(x, y, forward=forward, opt=opt, opt_step=opt_step, loss_fn=loss_fn):
+                loss = loss_fn(forward, x, y)
+                opt.zero_grad()
+                loss.backward()
+                opt_step()
+                return loss
 
-        def train_step(bx, by, forward=forward, opt=opt):
-            _, loss = forward(bx, by)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+            step_fn = tp.compile(train_step) if mode == "step" else train_step
+            losses: list[float] = []
 
-        step_fn = tp.compile(train_step) if mode == "step" else train_step
-        losses = []
+            def step(step_fn=step_fn, x=x, y=y, losses=losses):
+                losses.append(float(step_fn(x, y).item()))
 
-        def step(step_fn=step_fn, bx=bx, by=by, losses=losses):
-            losses.append(step_fn(bx, by).item())
-
-        first_s, _ = _first_call_s(step)
-        ms = median_ms(step, repeats)
-        first_losses.append(losses[0])
-        rows.append((name, first_s, ms))
-    ok = all(abs(a - first_losses[0]) <= 1e-4 * max(1.0, abs(a)) for a in first_losses)
-    print(f"training step of the example's GPT (2 layers, d=64, batch 16x32, AdamW), median of {repeats} steps",
-          file=out)
-    base = rows[0][2]
-    print(f"{'':28s} {'first s':>8s} {'ms/step':>9s}  {'vs tp eager':>11s}", file=out)
-    for name, first_s, ms in rows:
-        print(f"{name:28s} {first_s:8.2f} {ms:9.2f}  {base / ms:10.2f}x", file=out)
-    print(f"first-step losses {', '.join(f'{v:.6f}' for v in first_losses)}: {'OK' if ok else 'MISMATCH'}",
-          file=out)
+            first_s, _ = _first_call_s(step)
+            ms = median_ms(step, repeats)
+            first_losses.append(losses[0])
+            rows.append((name, first_s, ms))
+        good = all(abs(a - first_losses[0]) <= 1e-4 * max(1.0, abs(a)) for a in first_losses)
+        ok &= good
+        saved = ""
+        net, (sx, sy), loss_fn = build(tp)
+        report = tp.compiler.explain(lambda x, y: loss_fn(net, x, y), tp.tensor(sx), tp.tensor(sy))
+        m = [re.search(r"(\d+) bytes \(min_cut; saving every value the backward reads: (\d+) bytes", t)
+             for t in report.backward]
+        if m and m[0]:
+            saved = f"saved activations: {int(m[0].group(1)) / 1024:.0f} KiB min-cut, {int(m[0].group(2)) / 1024:.0f} KiB saving all"
+        print(f"\ntraining step of {label}, AdamW, median of {repeats} steps", file=out)
+        base = rows[0][2]
+        print(f"{'':32s} {'first s':>8s} {'ms/step':>9s}  {'vs tp eager':>11s}", file=out)
+        for name, first_s, ms in rows:
+            print(f"{name:32s} {first_s:8.2f} {ms:9.2f}  {base / ms:10.2f}x", file=out)
+        print(f"first-step losses {', '.join(f'{v:.6f}' for v in first_losses)}: {'OK' if good else 'MISMATCH'}"
+              + (f"; {saved}" if saved else ""), file=out)
     return ok
 
 
