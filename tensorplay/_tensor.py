@@ -132,6 +132,8 @@ class Tensor:
     @property
     def device(self) -> device:
         data = self._data
+        if data is None:  # a borrowed tensor in a trace: where its data lives
+            return getattr(self._capture, "device", None) or CPU
         return as_device(data.device) if type(data) is DeviceArray else CPU
 
     @property

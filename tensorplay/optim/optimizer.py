@@ -181,6 +181,10 @@ class StepValues:
                     if p.grad is not None and not opt.state.get(p):
                         state = opt.state.setdefault(p, {})
                         opt._init_state(group, p, state)
+                        if "step" in state and state["step"].device != p.device:
+                            # the compiled step updates it where the parameters live (eager keeps
+                            # it on the host, as PyTorch does unless capturable)
+                            state["step"] = state["step"].to(p.device)
         # gradients a backward() in the same trace made are the graph's own (their guard is
         # that backward's): left out of the signature
         made = frozenset(id(p) for g in opt.param_groups for p in g["params"]

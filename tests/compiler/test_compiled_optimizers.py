@@ -10,6 +10,7 @@ import pytest
 
 import tensorplay as tp
 import tensorplay.nn.functional as F
+from tests.compiler.conftest import backend_param
 
 pytestmark = pytest.mark.iree
 
@@ -179,3 +180,32 @@ def _zero(net):
 
 
 _OPTS: dict = {}
+
+
+DEVICES = {"iree-vulkan": "vulkan", "iree-cuda": "cuda"}
+
+
+@pytest.mark.parametrize("backend", [backend_param(b) for b in DEVICES])
+def test_a_whole_step_on_a_gpu_device_keeps_its_state_there_and_compiles_once(backend):
+    device = DEVICES[backend]
+    rng = np.random.default_rng(4)
+    batches = [(rng.standard_normal((10, 6)).astype(np.float32), rng.integers(0, 3, 10)) for _ in range(4)]
+    runs = {}
+    for compiled in (False, True):
+        net = _net().to(device)
+        opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+
+        def train_step(x, y):
+            loss = F.cross_entropy(net(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        run = tp.compile(train_step, backend=backend) if compiled else train_step
+        runs[compiled] = [float(run(tp.tensor(x).to(device), tp.tensor(y).to(device))) for x, y in batches]
+        if compiled:
+            assert run.compile_count == 1
+            assert all(t.device == net[0].weight.device for s in opt.state.values() for t in s.values())
+            assert all(p.device.type == device for p in net.parameters())
+    np.testing.assert_allclose(runs[True], runs[False], rtol=1e-5, atol=1e-6)

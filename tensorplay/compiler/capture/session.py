@@ -232,12 +232,14 @@ class CaptureConfig:
 class _Ref:
     """What a capture tensor's ``_capture`` holds: its session, graph and current value."""
 
-    __slots__ = ("session", "graph", "value")
+    __slots__ = ("session", "graph", "value", "device")
 
-    def __init__(self, session: Capture, graph: Graph, value: Value):
+    def __init__(self, session: Capture, graph: Graph, value: Value, device: Any = None):
         self.session = session
         self.graph = graph
         self.value = value
+        #: where a borrowed tensor's data lives (its ``device`` while the trace holds it)
+        self.device = device
 
 
 class _Borrow:
@@ -678,9 +680,10 @@ class Capture:
             binding = self._bindings[value.index]
         borrow = _Borrow(tensor, tensor._data, value, binding)
         self._borrowed[id(tensor)] = borrow
+        device = tensor.device
         tensor._type = ttype
         tensor._data = None
-        tensor._capture = _Ref(self, self.graph, value)
+        tensor._capture = _Ref(self, self.graph, value, device)
         return borrow
 
     def _restore_borrowed(self) -> None:
