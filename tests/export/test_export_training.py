@@ -168,3 +168,35 @@ def test_a_step_that_leaves_gradients_or_updates_an_argument_is_refused_clearly(
 
     with pytest.raises(ValueError, match=r"leaves gradients in the parameters' \.grad; call optimizer.zero_grad\(\)"):
         tp.export(keeps_grads, (x, y))
+
+
+def test_a_training_step_with_weights_in_a_parameter_archive(tmp_path):
+    class Small(tp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            tp.manual_seed(1)
+            self.lin = tp.nn.Linear(6, 3)
+            self.opt = tp.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        @tp.compiler.export
+        def train_step(self, x, y):
+            loss = F.cross_entropy(self.lin(x), y)
+            loss.backward()
+            self.opt.step()
+            self.opt.zero_grad()
+            return loss
+
+    rng = np.random.default_rng(2)
+    x, y = tp.tensor(rng.standard_normal((8, 6)).astype(np.float32)), tp.tensor(rng.integers(0, 3, 8))
+    program = tp.export(Small(), (x,), method_args={"train_step": (x, y)}, external_weights=True)
+    path = program.save(tmp_path / "small.vmfb")
+    assert (tmp_path / "small.irpa").exists()
+    loaded, eager = tp.runtime.load(path), Small()
+    for _ in range(3):  # the archive only initializes the globals; the steps update them
+        np.testing.assert_allclose(float(loaded.train_step(x, y, lr=0.1)), float(eager.train_step(x, y)),
+                                   rtol=1e-5)
+    assert sorted(loaded.state_dict()) == ["lin.bias", "lin.weight", "opt.lin.bias.momentum_buffer",
+                                           "opt.lin.weight.momentum_buffer"]
