@@ -233,26 +233,6 @@ class NoBackward(GraphNode):
         raise RuntimeError(self.why)
 
 
-def mark_no_backward(value: Any, name: str, why: str, keep: set[int] = frozenset()) -> None:
-    """Give every new floating-point tensor in ``value`` (a tensor or nested tuples, lists and
-    dicts) a :class:`NoBackward` grad_fn; tensors whose ids are in ``keep`` (the call's own
-    arguments and the module's tensors, returned as they are) are left alone."""
-    from .._tensor import Tensor
-
-    node = NoBackward(name, why)
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, Tensor):
-            if v.dtype.is_floating_point and v._grad_fn is None and not v._requires_grad and id(v) not in keep:
-                v._requires_grad = True
-                v._grad_fn = node
-        elif isinstance(v, (tuple, list)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-
-
 def edge_of(t: Any) -> tuple | None:
     """Where gradient for operand ``t`` goes: (node, output index), or None."""
     if t is None or not t.requires_grad:

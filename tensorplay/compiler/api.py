@@ -192,6 +192,38 @@ class Entry:
         t._grad_fn = self._grad_node
 
 
+def differentiator(leaves: list[Any] | None, name: str, partitioner: str, *,
+                   log: bool = True) -> Callable[..., Any]:
+    """A capture's ``differentiate`` hook: the graph's backward for the inputs that require
+    grad (``leaves``: the call's, to tell which bindings do; None: the hook is given the input
+    positions), or the reason it cannot be built (logged with ``log``; backward raises it)."""
+
+    def build(graph: Graph, bindings: Any, env: Any = None) -> Any:
+        requires = bindings if leaves is None else [i for i, b in enumerate(bindings)
+                                                    if _requires_grad(b, leaves)]
+        if not requires:
+            return None
+        outputs = list(graph.outputs)
+        try:
+            return differentiate(graph, requires, name, shape_env=env, partitioner=partitioner)
+        except Exception as exc:  # noqa: BLE001 - the forward still compiles; backward raises this
+            graph.set_outputs(outputs)
+            why = f"its backward could not be built ({type(exc).__name__}: {exc})"
+            if log:
+                _log_perf.warning("%s: %s", name, why)
+            return why
+
+    return build
+
+
+def _attach_backward(training: Differentiated, runner: Any, backend: Any) -> None:
+    """Let ``training`` compile its backward with ``backend``, and keep the values the
+    forward ``runner`` saves for it on a GPU device (an IREE program's results)."""
+    if hasattr(runner, "device_results"):
+        runner.device_results = frozenset(range(training.n_outputs, len(training.forward.outputs)))
+    training.compile = lambda g, arrays: compile_graph(g, arrays, backend) if g.nodes else _passthrough(g)
+
+
 def _graph_grad_outputs(graph: Graph, requires: list[bool]) -> frozenset[int]:
     """The outputs of ``graph`` that depend, through differentiable ops, on an input whose
     flag in ``requires`` is set: those eager autograd would make require grad."""
@@ -617,11 +649,7 @@ class CompiledFunction:
                     if not isinstance(target, weakref.ref)):
                 training = "the function updates an input that requires grad in place"
             if isinstance(training, Differentiated):
-                if hasattr(entry.runner, "device_results"):  # saved values stay on a GPU device
-                    entry.runner.device_results = frozenset(range(training.n_outputs, len(graph.outputs)))
-                backend = self._backend_for(first)
-                training.compile = lambda g, arrays: compile_graph(g, arrays, backend) if g.nodes \
-                    else _passthrough(g)
+                _attach_backward(training, entry.runner, self._backend_for(first))
                 entry.training = training
                 entry.grad_outputs = frozenset(training.grad_outputs)
             else:
@@ -634,27 +662,8 @@ class CompiledFunction:
         self._group.add(entry)
         return result
 
-    def _differentiator(self, leaves: list[Any], name: str) -> Callable[..., Any]:
-        """The capture's ``differentiate`` hook: the graph's backward for the inputs that
-        require grad, or the reason it cannot be built (logged; backward then raises it)."""
-        partitioner = self.options.get("partitioner", "min_cut")
-
-        def build(graph: Graph, bindings: Any, env: Any = None) -> Any:
-            # bindings: the capture's (whole graphs), or the input positions (segments)
-            requires = bindings if leaves is None else [i for i, b in enumerate(bindings)
-                                                        if _requires_grad(b, leaves)]
-            if not requires:
-                return None
-            outputs = list(graph.outputs)
-            try:
-                return differentiate(graph, requires, name, shape_env=env, partitioner=partitioner)
-            except Exception as exc:  # noqa: BLE001 - the forward still compiles; backward raises this
-                graph.set_outputs(outputs)
-                why = f"its backward could not be built ({type(exc).__name__}: {exc})"
-                _log_perf.warning("%s: %s", name, why)
-                return why
-
-        return build
+    def _differentiator(self, leaves: list[Any] | None, name: str) -> Callable[..., Any]:
+        return differentiator(leaves, name, self.options.get("partitioner", "min_cut"))
 
     def _guards(self, leaves: list[Any], paths: list[str]) -> tuple[list, list, list]:
         modules: list[tuple[str, Any]] = []
@@ -748,9 +757,7 @@ class CompiledFunction:
             backend = self._backend_for(arrays)
             runner = compile_graph(graph, arrays, backend)
             if isinstance(training, Differentiated):
-                if hasattr(runner, "device_results"):
-                    runner.device_results = frozenset(range(training.n_outputs, len(graph.outputs)))
-                training.compile = lambda g, a: compile_graph(g, a, backend) if g.nodes else _passthrough(g)
+                _attach_backward(training, runner, backend)
                 hit = (runner, training, frozenset(training.grad_outputs), None)
             else:
                 why = _NO_BACKWARD.format(name=name, why=training)

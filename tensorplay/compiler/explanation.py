@@ -16,7 +16,8 @@ import numpy as np
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
 from .._grad_mode import is_grad_enabled
-from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough, _requires_grad
+from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough, differentiator
+from .autodiff import Differentiated
 from .capture import pytree
 from .capture.graphs import format_graph, interpret, op_counts
 from .capture.guards import free_objects, is_module
@@ -128,19 +129,13 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
         dynamic_dims = compiled._dynamic_dims(leaves, paths, spec) or None
     partitioner = compiled.options.get("partitioner", "min_cut") if compiled is not None else "min_cut"
 
-    def differentiate(graph: Graph, bindings: list, env: Any) -> Any:
-        from .autodiff import differentiate as build
+    build = differentiator(leaves, name, partitioner, log=False)
 
-        requires = [i for i, b in enumerate(bindings) if _requires_grad(b, leaves)]
-        if not requires:
-            return None
+    def differentiate(graph: Graph, bindings: list, env: Any) -> Any:
         outputs = list(graph.outputs)
-        try:
-            return build(graph, requires, name, shape_env=env, partitioner=partitioner).describe()
-        except Exception as exc:  # noqa: BLE001 - reported, as a compile would log it
-            return f"its backward could not be built ({type(exc).__name__}: {exc})"
-        finally:
-            graph.set_outputs(outputs)  # (the report shows the forward as captured)
+        result = build(graph, bindings, env)
+        graph.set_outputs(outputs)  # (the report shows the forward as captured)
+        return result.describe() if isinstance(result, Differentiated) else result
 
     session = Capture(CaptureConfig(name=name, run_graph=run, dynamic_dims=dynamic_dims,
                                     differentiate=differentiate if is_grad_enabled() else None))

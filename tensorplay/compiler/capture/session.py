@@ -405,8 +405,7 @@ class Capture:
             self.graph_break(why)
             return False
         graph = self.graph
-        sources: dict[Value, Tensor] = {b.input: b.tensor for b in self._borrowed.values()}
-        sources.update((v, t) for t, v in self._lifted.values())
+        sources = self._input_tensors()
         wanted = None if inputs is None else {id(t) for t in inputs}
         requires = []
         for i, v in enumerate(graph.inputs):
@@ -773,12 +772,17 @@ class Capture:
         is on and one of them requires grad); None otherwise."""
         if self.config.run_training is None or not is_grad_enabled() or not graph.nodes:
             return None
-        by_value: dict[Value, Tensor] = {b.input: b.tensor for b in self._borrowed.values()}
-        by_value.update((v, t) for t, v in self._lifted.values())
+        by_value = self._input_tensors()
         sources = [by_value.get(v) for v in graph.inputs]
         if not any(t is not None and t._requires_grad for t in sources):
             return None
         return sources
+
+    def _input_tensors(self) -> dict[Value, Tensor]:
+        """The tensor each input of the current graph reads (borrowed or lifted)."""
+        out: dict[Value, Tensor] = {b.input: b.tensor for b in self._borrowed.values()}
+        out.update((v, t) for t, v in self._lifted.values())
+        return out
 
     def _run_graph(self, graph: Graph, arrays: list[np.ndarray], segment: bool,
                    sources: list[Any] | None = None) -> Any:
