@@ -14,6 +14,7 @@ import keyword
 import logging
 import re
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,7 @@ from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
+from . import tracedir
 from ._logging import get_logger
 from .autodiff import Differentiated, differentiate, live_values, replay_eagerly
 from .capture import pytree
@@ -37,6 +39,7 @@ from .capture.reads import ReadGuard
 from .capture.guards import (CallKey, ModuleGuard, call_key, describe_change, free_objects, is_module, mask_key,
                              module_guard, size_changes, tensor_meta_guard)
 from .capture.programs import Backend, check_native, compile_graph
+from .capture.traced import function_info, record_capture, record_guards
 from .capture.session import (
     LAZY,
     Capture,
@@ -107,6 +110,7 @@ class Entry:
         self.out_spec: list[tuple] = []
         self.writebacks: list[tuple[Any, int]] = []
         self.hits = 0
+        self.trace_scope: Any = None  # tracedir.Scope of this entry's folder, when traced
         self.exact_key = key  # the call key of the capture (key is masked when dynamic)
         self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
         self.shape_guard: ShapeGuard | None = None
@@ -217,11 +221,14 @@ def differentiator(leaves: list[Any] | None, name: str, partitioner: str, *,
 
 
 def _attach_backward(training: Differentiated, runner: Any, backend: Any) -> None:
-    """Let ``training`` compile its backward with ``backend``, and keep the values the
-    forward ``runner`` saves for it on a GPU device (an IREE program's results)."""
+    """Let ``training`` compile its backward with ``backend`` (its stages written where the
+    forward's are, when traced), and keep the values the forward ``runner`` saves for it on a
+    GPU device (an IREE program's results)."""
     if hasattr(runner, "device_results"):
         runner.device_results = frozenset(range(training.n_outputs, len(training.forward.outputs)))
-    training.compile = lambda g, arrays: compile_graph(g, arrays, backend) if g.nodes else _passthrough(g)
+    scope = tracedir.current()
+    training.compile = lambda g, arrays: tracedir.within(
+        scope, compile_graph, g, arrays, backend) if g.nodes else _passthrough(g)
 
 
 def _graph_grad_outputs(graph: Graph, requires: list[bool]) -> frozenset[int]:
@@ -270,6 +277,8 @@ class CacheGroup:
         self.warned = False
         self.segments_warned = False
         self.lock = threading.RLock()
+        self.traces: dict[str, Any] = {}  # trace folder -> tracedir.FunctionTrace
+        self.traced_limit = False
         _all_groups.add(self)
 
     @property
@@ -314,6 +323,7 @@ def register_reset_hook(hook: Callable[[], None]) -> Callable[[], None]:
 def reset() -> None:
     """Forget every compiled specialization (entries, segment programs, nested regions and
     their recompile budgets) and every value assumed constant during capture."""
+    tracedir.write_hits()  # traced entries: how many calls each served, before they go
     for group in list(_all_groups):
         with group.lock:
             group.clear()
@@ -505,6 +515,9 @@ class CompiledFunction:
                 entry.hits += 1
                 if entry.kind == GRAPH:
                     return entry.run(leaves)
+                if entry.trace_scope is not None:
+                    with tracedir.active(entry.trace_scope):
+                        return self._run_segmented(args, kwargs)
                 return self._run_segmented(args, kwargs)
             return self._capture(args, kwargs, leaves, treedef, key)
 
@@ -575,17 +588,66 @@ class CompiledFunction:
         dynamic_dims = self._dynamic_dims(leaves, paths, spec)
         modules, guards, keepalive = self._guards(leaves, paths)
         name = self.name if group.count == 0 else f"{self.name}_{group.count}"
+        tracer = self._tracer()
+        if tracer is None:
+            return self._capture_as(name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
+                                    dynamic_dims, spec)
+        scope = tracer.entry(name, reason=reason, capture_number=group.count + 1, recompile=bool(group.count),
+                             automatic_dynamic=grown or None, grad_mode=is_grad_enabled())
+        tracedir.event(scope, "recompile" if group.count else "capture", entry=name, reason=reason)
+        start = time.perf_counter()
+        with tracedir.active(scope):
+            try:
+                result = self._capture_as(name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
+                                          dynamic_dims, spec)
+            except BaseException as exc:
+                tracedir.note(scope, error=f"{type(exc).__name__}: {exc}")
+                tracedir.event(scope, "error", entry=name, error=f"{type(exc).__name__}: {str(exc)[:500]}")
+                raise
+        tracedir.note(scope, total_s=round(time.perf_counter() - start, 6))
+        return result
+
+    def _tracer(self) -> Any:
+        """The trace folder of this function's group under the folder a trace is asked for
+        (``options['trace_dir']`` or ``TENSORPLAY_TRACE_DIR``), or None."""
+        root = tracedir.requested(self.options)
+        if root is None:
+            return None
+        tracer = self._group.traces.get(str(root))
+        if tracer is None:
+            info = function_info(self._source_fn(), self._backend.label if self._backend else "disabled", self.options,
+                                 mode=self.mode, fullgraph=self.fullgraph, dynamic=self.dynamic,
+                                 recompile_limit=self.recompile_limit)
+            tracer = tracedir.function_trace(root, self.name, info)
+            self._group.traces[str(root)] = tracer
+        return tracer
+
+    def _source_fn(self) -> Any:
+        """The function whose code the user wrote: a module's ``forward`` for a compiled module."""
+        fn = self._fn
+        owner = self._module if self._module is not None else (
+            fn.__self__ if inspect.ismethod(fn) and fn.__func__ is Module._call_impl else None)
+        return type(owner).forward if owner is not None else fn
+
+    def _capture_as(self, name: str, args: tuple, kwargs: dict, leaves: list[Any], key: CallKey,
+                    paths: list[str], modules: list, guards: list, keepalive: list, dynamic_dims: dict,
+                    spec: dict) -> Any:
+        group = self._group
+        scope = tracedir.current()
         config = CaptureConfig(name=name, fullgraph=self.fullgraph, strict_native=self.strict_native,
                                dynamic=self.dynamic, run_graph=self._run_segment, regions=group.regions,
                                dynamic_dims=dynamic_dims,
                                differentiate=self._differentiator(leaves, name) if is_grad_enabled() else None,
                                run_training=self._run_segment_training)
         session = Capture(config)
+        start = time.perf_counter()
         try:
             trace = session.run_trace(self._fn, args, kwargs, leaves, paths, modules)
         except OpError as exc:
             _name_symbolic_sizes(exc, session.shape_env)
             raise
+        if scope is not None:
+            record_capture(scope, session, trace, modules, time.perf_counter() - start, leaves, paths)
         if spec:
             check_named_dims(session.shape_env, spec)
         if trace is None:
@@ -594,9 +656,16 @@ class CompiledFunction:
                     check.refresh()
             entry = Entry(SEGMENTED, key, self._config, name, guards, keepalive)
             entry.paths = paths
+            if scope is not None:
+                record_guards(scope, guards, session, None, leaves, paths, function_info(self._source_fn(), "", {})["source"])
+                entry.trace_scope = scope
+                scope.function.watch(scope, entry)
             group.add(entry)
             return session.result
-        return self._install(trace, key, name, guards, keepalive, leaves, paths)
+        result = self._install(trace, key, name, guards, keepalive, leaves, paths)
+        if scope is not None:
+            record_guards(scope, guards, session, trace, leaves, paths, function_info(self._source_fn(), "", {})["source"])
+        return result
 
     def _install(self, trace: TraceResult, key: CallKey, name: str, guards: list, keepalive: list,
                  leaves: list[Any], paths: list[str]) -> Any:
@@ -633,6 +702,8 @@ class CompiledFunction:
         entry.graph = graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
         entry.grad_writebacks = [(weakref.ref(t), k) for t, k in trace.grad_writebacks]
+        scope = tracedir.current()
+        start = time.perf_counter()
         if graph.nodes:
             entry.runner = compile_graph(graph, first, self._backend_for(first))
             if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device
@@ -655,7 +726,16 @@ class CompiledFunction:
             else:
                 entry.no_backward_why = training or "its backward could not be built"
                 entry.grad_outputs = _graph_grad_outputs(graph, requires)
+        if scope is not None:
+            tracedir.note(scope, compile_s=round(time.perf_counter() - start, 6))
+            start = time.perf_counter()
         result = entry.run(leaves, first)
+        if scope is not None:
+            first_call = round(time.perf_counter() - start, 6)
+            tracedir.note(scope, first_call_s=first_call)
+            tracedir.event(scope, "first_call", entry=name, seconds=first_call)
+            entry.trace_scope = scope
+            scope.function.watch(scope, entry)
         for b in trace.bindings:
             if not isinstance(b, ArrayInput):
                 b.first = None
@@ -707,6 +787,10 @@ class CompiledFunction:
             warnings.warn(message + ". Calls that no cached graph covers now run eagerly; raise "
                           "recompile_limit or call tensorplay.compiler.reset()", UserWarning, stacklevel=4)
         _log_recompiles.info("%s: running eagerly (%s)", self.name, reason)
+        tracer = self._tracer()
+        if tracer is not None and not group.traced_limit:
+            group.traced_limit = True
+            tracer.event("recompile_limit", reason=reason, limit=self.recompile_limit)
         return self._fn(*args, **kwargs)
 
     def _run_segmented(self, args: tuple, kwargs: dict) -> Any:

@@ -6,14 +6,17 @@ docs/compiler.md (Diagnostics) describes the report.
 from __future__ import annotations
 
 import inspect
+import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..dialects.tp.graph import Graph
+from .graphviz import graph_dot, input_labels, render_svg
 from ..nn.modules.module import Module
 from .._grad_mode import is_grad_enabled
 from .api import GRAPH, CompiledFunction, CompiledModule, Entry, _default_name, _passthrough, differentiator
@@ -21,6 +24,7 @@ from .autodiff import Differentiated
 from .capture import pytree
 from .capture.graphs import format_graph, interpret, op_counts
 from .capture.guards import free_objects, is_module
+from .capture.traced import module_names, timeline_parts
 from .capture.session import BreakInfo, Capture, CaptureConfig, current_capture
 
 __all__ = ["explain", "ExplainReport"]
@@ -42,6 +46,10 @@ class ExplainReport:
     #: (op count, recomputed ops, the bytes saved for it under the min-cut partitioner and
     #: when saving everything), or why it cannot be built
     backward: list[str] = field(default_factory=list)
+    #: the graphs and the breaks between them, in the order the call ran them
+    timeline: list[Any] = field(default_factory=list)
+    #: per graph (by id): (kind, label) of each input, where the capture knows them
+    input_labels: dict[int, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
 
     @property
     def graph_count(self) -> int:
@@ -90,6 +98,36 @@ class ExplainReport:
 
     def format_graphs(self) -> str:
         return "\n\n".join(format_graph(g) for g in self.graphs)
+
+    def _part(self, g: Graph) -> Any:
+        labels = self.input_labels.get(id(g))
+        return (g, labels) if labels is not None else g
+
+    def to_dot(self, index: int | None = None) -> str:
+        """Graphviz dot text of graph ``index``, or (None) of the whole call: every graph
+        with the graph breaks between them, nested-region calls and labeled inputs."""
+        if index is not None:
+            g = self.graphs[index]
+            return graph_dot([self._part(g)], title=f"@{g.name}")
+        parts = self.timeline or self.graphs
+        return graph_dot([self._part(p) if isinstance(p, Graph) else p for p in parts])
+
+    def save_graphs(self, folder: str | os.PathLike, format: str = "svg") -> list[Path]:  # noqa: A002
+        """Write a picture of each graph (``<graph name>.svg``) and of the whole call
+        (``call.svg``, breaks included) into ``folder``; ``format="dot"`` writes the dot text
+        instead (no Graphviz needed). Returns the files written. SVG needs Graphviz's ``dot``
+        program: without it a RuntimeError says how to install it."""
+        if format not in ("svg", "dot"):
+            raise ValueError(f"save_graphs(format={format!r}): expected 'svg' or 'dot'")
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        texts = [(f"{g.name}", self.to_dot(i)) for i, g in enumerate(self.graphs)] + [("call", self.to_dot())]
+        written = []
+        for name, dot in texts:
+            path = out / f"{name}.{format}"
+            path.write_text(render_svg(dot) if format == "svg" else dot, encoding="utf-8")
+            written.append(path)
+        return written
 
 
 def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
@@ -141,8 +179,14 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
                                     differentiate=differentiate if is_grad_enabled() else None))
     if current_capture() is not None:
         raise RuntimeError("explain() cannot run inside a capture")
+    session.segment_sources = {}  # (to label each segment's inputs in pictures)
     trace = session.run_trace(fn, args, kwargs, leaves, paths, modules)
     report = ExplainReport([s.graph for s in session.segments], list(session.breaks))
+    names = module_names(modules)
+    for part in timeline_parts(session, names, leaves, paths):
+        report.timeline.append(part[0] if isinstance(part, tuple) else part)
+        if isinstance(part, tuple):
+            report.input_labels[id(part[0])] = part[1]
     if trace is not None and trace.shape_guard is not None:
         report.size_guards = trace.shape_guard.describe()
     if session.read_guard is not None:
@@ -159,4 +203,6 @@ def explain(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> ExplainReport:
             _passthrough(graph) if graph.outputs else None)
         entry.run(leaves, [b.first for b in trace.bindings])
         report.graphs.append(graph)
+        report.timeline.append(graph)
+        report.input_labels[id(graph)] = input_labels(trace.bindings, names)
     return report

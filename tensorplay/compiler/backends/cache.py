@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import tracedir
 from .._logging import get_logger
 
 try:
@@ -360,11 +361,14 @@ def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str) -> b
             _count("hits")
             _log.info("cache hit: %s (%s, %d bytes, %.1f ms)", what, key[:12], len(payload),
                       (time.perf_counter() - start) * 1e3)
+            tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": True,
+                                                                 "load_ms": round((time.perf_counter() - start) * 1e3, 3)})
             return payload
         _count("misses")
         _log.info("cache miss: %s (%s)", what, key[:12])
         payload = _timed_compile(compile_fn, what)
         store_entry(key, payload)
+        tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": False})
         return payload
 
 
@@ -372,7 +376,9 @@ def _timed_compile(compile_fn: Callable[[], bytes], what: str) -> bytes:
     start = time.perf_counter()
     payload = compile_fn()
     _count("compiles")
-    _log.info("IREE compile: %s took %.3f s (%d bytes)", what, time.perf_counter() - start, len(payload))
+    seconds = time.perf_counter() - start
+    _log.info("IREE compile: %s took %.3f s (%d bytes)", what, seconds, len(payload))
+    tracedir.note(tracedir.current(), "iree_compiles", {"what": what, "seconds": round(seconds, 6)})
     return payload
 
 

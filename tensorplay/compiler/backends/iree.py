@@ -19,11 +19,12 @@ import shlex
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ...dialects.tp.graph import Graph
-from .. import _logging
+from .. import _logging, tracedir
 from . import cache, probe
 from .base import (BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of,
                    graph_functions, iter_nodes)
@@ -69,15 +70,30 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     from ...dialects.tp import mlir as M
     from ...passes import PipelineError, run_pipeline
 
+    scope = tracedir.current()
+    after_each = None
+    if scope is not None:  # traced: the IR after each tp pass
+        done = [0]
+
+        def after_each(step: str, mod: Any) -> None:
+            done[0] += 1
+            tracedir.write(scope, f"03-passes/{done[0]:02d}-{step}.mlir",
+                           M.print_module(mod, debuginfo=True))
+
+    start = time.perf_counter()
     try:
-        run_pipeline(module, lowering_pipeline(TARGETS[backend]), source_name=graph_name)
+        run_pipeline(module, lowering_pipeline(TARGETS[backend]), source_name=graph_name, after_each=after_each)
     except PipelineError as exc:
         raise BackendCompileError(
             f"{backend}: lowering graph {graph_name!r} to linalg failed.\n{exc}\n"
             f"  what to do: compile with backend='eager' to run the graph through the reference "
             f"implementations meanwhile, and report the reproducer above",
             backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
-    return M.print_module(module, debuginfo=True)
+    text = M.print_module(module, debuginfo=True)
+    if scope is not None:
+        tracedir.note(scope, lower_s=round(time.perf_counter() - start, 6), pipeline=lowering_pipeline(TARGETS[backend]))
+        tracedir.write(scope, "04-linalg.mlir", text)
+    return text
 
 
 _compile_lock = threading.Lock()
@@ -195,6 +211,9 @@ class _Emitted:
         self._name, self._backend = graph.name, backend
         self.key = M.print_module(self._module)
         self._text: str | None = None
+        scope = tracedir.current()
+        if scope is not None:
+            tracedir.write(scope, "02-tp.mlir", M.print_module(self._module, debuginfo=True))
 
     def linalg_text(self) -> str:
         if self._text is None:
@@ -305,8 +324,16 @@ class IreeBackend:
 
     def _compile(self, graph: Graph, options: Mapping[str, Any], emitted: _Emitted | None = None) -> bytes:
         emitted = emitted or _Emitted(graph, self.name)
-        vmfb, _ = compile_with_retries(emitted.key, emitted.linalg_text, self, options, name=graph.name,
-                                       lowered=emitted.lowered)
+        vmfb, flags = compile_with_retries(emitted.key, emitted.linalg_text, self, options, name=graph.name,
+                                           lowered=emitted.lowered)
+        scope = tracedir.current()
+        if scope is not None:
+            names = tracedir.dispatch_names(vmfb, graph.name)
+            tracedir.write(scope, "05-iree-flags.txt", "\n".join(flags) + "\n")
+            tracedir.write(scope, "06-dispatches.txt", f"# {len(names)} kernels of @{graph.name} (IREE's dispatches; "
+                           f"identical dispatches share one kernel)\n"
+                           + "".join(f"{n}\n" for n in names))
+            tracedir.note(scope, dispatches=len(names), vmfb_bytes=len(vmfb), iree_flags=flags)
         return vmfb
 
     def pipeline_options(self, options: Mapping[str, Any], mlir: str) -> dict[str, Any]:
@@ -346,7 +373,10 @@ class IreeBackend:
         if self.spec.driver_by_work:
             _log.info("%s: graph %r runs on %s (estimated work %.1e, %d usable cpus)", self.name, graph.name,
                       driver, probe.graph_work(graph), probe.usable_cpus())
-        return bind(Program(vmfb, driver, name=graph.name), prepared)
+        start = time.perf_counter()
+        runner = bind(Program(vmfb, driver, name=graph.name), prepared)
+        tracedir.note(tracedir.current(), driver=driver, load_s=round(time.perf_counter() - start, 6))
+        return runner
 
     def __call__(self, graph: Graph, example_inputs: Sequence[Any] = (), options: Mapping[str, Any] | None = None,
                  ) -> Callable[..., list]:
@@ -368,7 +398,7 @@ class IreeBackend:
     def autotune_candidates(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The pipelines ``autotune`` tries: ``options`` (less ``autotune``) with each
         candidate's optimization level, data tiling, microkernels, fusion and CPU driver."""
-        base = {k: v for k, v in options.items() if k not in ("autotune", *_TUNED)}
+        base = {k: v for k, v in options.items() if k not in ("autotune", "trace_dir", *_TUNED)}
         t = self.spec
         levels = [{"opt_level": "O0", **PLAIN}, {"opt_level": "O2", **PLAIN}, {"opt_level": "O3", **PLAIN}]
         if t.data_tiling:
@@ -531,6 +561,7 @@ def compile_with_retries(key_mlir: str, linalg_text: Callable[[], str], backend:
             reason = next((line.strip() for line in str(exc).splitlines() if "error:" in line),
                           str(exc).splitlines()[0])
             dropped = {k: v for k, v in attempt.items() if tries[i + 1].get(k) != v}
+            tracedir.note(tracedir.current(), "retries", {"flags": flags, "error": reason[:500]})
             log = _log.warning if any(k in options for k in dropped) else _log.info  # (asked for)
             log("%s: %s %r did not compile with %s (IREE: %s); compiling it with %s instead", backend.name, what,
                 name, dropped, reason[:300], {k: tries[i + 1].get(k) for k in dropped})

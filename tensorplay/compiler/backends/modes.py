@@ -3,6 +3,8 @@ compiler flags or a runtime setting (see :data:`OPTIONS`)."""
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +44,10 @@ def _ukernels(v: Any) -> bool:
 
 def _nonempty_str(v: Any) -> bool:
     return isinstance(v, str) and bool(v) and not v.startswith("-")
+
+
+def _path(v: Any) -> bool:
+    return isinstance(v, (str, os.PathLike)) and bool(os.fspath(v))
 
 
 def _flag_list(v: Any) -> bool:
@@ -86,6 +92,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "capture: how a training graph is split into forward and backward",
            "min_cut recomputes cheap elementwise and view ops in the backward where that saves fewer "
            "bytes than keeping their results; save_all keeps every forward value the backward reads"),
+    Option("trace_dir", _path, "a folder path (str or os.PathLike)",
+           "capture and compile: every stage written to this folder",
+           "write each capture's graph, breaks, guards, tp MLIR, IR after each pass, linalg MLIR, IREE "
+           "flags, dispatches and timings under this folder (as TENSORPLAY_TRACE_DIR does; "
+           "python -m tensorplay.tools.report turns it into an HTML page)"),
     Option("extra_flags", _flag_list, "a list of '--iree-...' strings", "passed to iree-compile as given",
            "any further iree-compile flags"),
 )}

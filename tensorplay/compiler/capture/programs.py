@@ -9,6 +9,7 @@ passing arrays along).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -22,7 +23,11 @@ from ...runtime.storage import DeviceArray, driver_of_arrays
 from ...dialects.tp.graph import Graph, Node, Value
 from .._logging import get_logger
 from ..errors import GraphCaptureError
+from .. import tracedir
+from ..graphviz import graph_dot
+from .graphs import type_key
 from .session import region_compiler
+from .traced import describe_graph
 
 __all__ = ["Backend", "compile_graph", "check_native"]
 
@@ -43,19 +48,33 @@ class Backend:
 
     def __call__(self, graph: Graph, arrays: Sequence[np.ndarray]) -> Runner:
         examples = [Tensor._wrap(a) for a in arrays]
+        scope = tracedir.current()
+        if scope is not None:  # a traced compile: this graph's stages get a folder of their own
+            scope = tracedir.graph_scope(scope, graph.name, backend=self.label, ops=len(graph.nodes),
+                                         inputs=[type_key(v.type) for v in graph.inputs],
+                                         outputs=[type_key(v.type) for v in graph.outputs])
+            tracedir.write(scope, "01-tp-graph.txt", describe_graph(graph))
+            tracedir.write(scope, "graph.dot", graph_dot([graph], title=f"@{graph.name} ({self.label})"))
         start = time.perf_counter()
         try:
-            if self.options:
-                run = self.fn(graph, examples, options=dict(self.options))
-            else:
-                run = self.fn(graph, examples)
+            with tracedir.active(scope) if scope is not None else contextlib.nullcontext():
+                if self.options:
+                    run = self.fn(graph, examples, options=dict(self.options))
+                else:
+                    run = self.fn(graph, examples)
         except Exception as exc:
             exc.add_note(f"(while backend {self.label!r} compiled graph @{graph.name}, "
                          f"{len(graph.nodes)} ops; TENSORPLAY_LOGS=graphs shows the graph)")
+            tracedir.note(scope, error=f"{type(exc).__name__}: {exc}")
             raise
         self.compiles += 1
+        seconds = time.perf_counter() - start
         _log_perf.info("compiled @%s (%d ops) with %s in %.3f s", graph.name, len(graph.nodes),
-                       self.label, time.perf_counter() - start)
+                       self.label, seconds)
+        if scope is not None:
+            tracedir.note(scope, compile_s=round(seconds, 6))
+            tracedir.event(scope, "compile", graph=graph.name, backend=self.label, seconds=round(seconds, 6),
+                           ops=len(graph.nodes))
         if not callable(run):
             raise TypeError(f"backend {self.label!r} returned {type(run).__name__}, not a callable "
                             f"run(*arrays) -> list of arrays")

@@ -36,6 +36,7 @@ from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph, Node, SourceLoc, Value
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType, type_of_array
+from .. import tracedir
 from .._logging import get_logger
 from ..errors import GraphCaptureError
 from ..symbolic.guard import ShapeGuard
@@ -304,6 +305,13 @@ class Capture:
         self.dynamic = config.dynamic
         self.breaks: list[BreakInfo] = []
         self.segments: list[SegmentInfo] = []
+        #: the segments run and the breaks between them, in order (graphs and BreakInfo)
+        self.timeline: list[Any] = []
+        #: where each guard of ``guards`` was added (only while a trace folder is written)
+        self.guard_sites: list[SourceLoc | None] = []
+        #: id(segment graph) -> the tensor each of its inputs read; kept only while a trace
+        #: folder is written or explain() asks (set to a dict to record)
+        self.segment_sources: dict[int, list[Any]] | None = {} if tracedir.current() is not None else None
         self.guards: list[tuple[str, Callable[[], bool]]] = []
         self.read_guard: ReadGuard | None = None
         self._active_recorder: ReadRecorder | None = None
@@ -337,6 +345,7 @@ class Capture:
         if self.fullgraph:
             raise self._break_error(info)
         self._flush()
+        self.timeline.append(info)
 
     def run_eagerly(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                     reason: str) -> Any:
@@ -370,6 +379,8 @@ class Capture:
         Python on every call, so nothing captured there is reused without it."""
         if self.mode == TRACE:
             self.guards.append((description, check))
+            if tracedir.current() is not None:
+                self.guard_sites.append(user_loc(2))
 
     def input_from(self, getter: Callable[[], Any], what: str, dtype: Any = None) -> Any:
         """A graph input that later calls read through ``getter`` (a tensor, or a Python
@@ -749,6 +760,9 @@ class Capture:
             if _log_graphs.isEnabledFor(logging.INFO):
                 _log_graphs.info("segment of %s:\n%s", self.config.name, format_graph(graph))
             arrays = [first[v] for v in graph.inputs]
+            if self.segment_sources is not None:
+                by_value = self._input_tensors()
+                self.segment_sources[id(graph)] = [by_value.get(v) for v in graph.inputs]
             sources = self._segment_sources(graph, pending)
             if sources is not None:
                 results, grad_fn = self._run_graph(graph, arrays, segment=True, sources=sources)
@@ -796,6 +810,7 @@ class Capture:
             with suspended():
                 if sources is not None:
                     self.segments.append(SegmentInfo(graph))
+                    self.timeline.append(graph)
                     return self.config.run_training(graph, arrays, sources)
                 return self._run_graph_now(graph, arrays, segment)
         finally:
@@ -804,6 +819,7 @@ class Capture:
 
     def _run_graph_now(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
         self.segments.append(SegmentInfo(graph))
+        self.timeline.append(graph)
         run = self.config.run_graph
         if run is None:
             from .graphs import interpret
