@@ -11,7 +11,7 @@ import math
 import warnings
 from typing import Any
 
-from .._dispatch import apply
+from .._dispatch import apply, current_handler
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
@@ -367,8 +367,11 @@ def _check_index_dtype(x: Tensor, op: str, arg: str) -> None:
 
 
 def _is_concrete(*tensors: Tensor | None) -> bool:
-    """Whether values can be inspected for input checks (not while capturing a graph)."""
-    return all(t is None or t._data is not None for t in tensors)
+    """Whether values can be inspected for input checks: not while a graph is captured, and
+    not between the segments of a function with graph breaks either (there the check's own ops
+    would be recorded and its ``bool`` would break the graph once more on every call), so a
+    compiled call checks exactly what its whole-graph form checks."""
+    return current_handler() is None and all(t is None or t._data is not None for t in tensors)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,

@@ -55,6 +55,7 @@ def test_resolve_options_follows_torch_compile_rules():
     ({"runtime_driver": "vulkan"}, "'runtime_driver' expects one of auto, local-sync, local-task"),
     ({"extra_flags": ["-O3"]}, "'extra_flags' expects a list of '--iree-...' strings"),
     ({"target_cpu": ""}, "'target_cpu' expects"),
+    ({"trace_dir": ""}, "'trace_dir' expects a folder path"),
 ])
 def test_bad_option_values_are_rejected(options, message):
     with pytest.raises(ValueError, match=message):
@@ -66,7 +67,7 @@ SAMPLE_VALUES = {"opt_level": ["O0", "O1", "O2", "O3"], "data_tiling": [True, Fa
                  "runtime_driver": ["auto", "local-sync", "local-task"], "target_cpu": ["host", "znver4"],
                  "cuda_target": ["sm_80"], "rocm_target": ["gfx942"], "vulkan_target": ["rdna3"],
                  "extra_flags": [["--iree-opt-const-eval=false"]], "autotune": [True, False],
-                 "partitioner": ["min_cut", "save_all"]}
+                 "partitioner": ["min_cut", "save_all"], "trace_dir": ["/tmp/trace"]}
 
 
 def test_every_mode_and_option_maps_to_flags_iree_accepts():
@@ -88,6 +89,7 @@ def test_every_mode_and_option_maps_to_flags_iree_accepts():
             finally:
                 session.close()
     assert compile_flags({"ukernels": "all"}, "vulkan-spirv") == []
+    assert compile_flags({"trace_dir": "/tmp/trace"}, "llvm-cpu") == []  # no effect on the code
     assert "--iree-llvmcpu-enable-ukernels=all" in compile_flags({"ukernels": "all"}, "llvm-cpu")
     assert "--iree-rocm-enable-ukernels=all" in compile_flags({"ukernels": "all"}, "rocm")
 

@@ -236,3 +236,29 @@ def test_segment_limit_runs_new_segments_eagerly(backend):
             expected = (x * 2)[:int((x * 2).sum().item()) % 13 + 1] + int((x * 2).sum().item())
             np.testing.assert_array_equal(f(x, 0).detach().numpy(), expected.detach().numpy())
     assert f.cache_info()["segment_programs"] == 8
+
+
+def test_library_input_checks_do_not_break_later_calls(backend):
+    """Calls after the first run a broken function's Python lazily; input checks in library
+    code (embedding's index range, cross_entropy's targets) must not record ops and break the
+    graph there: later calls reuse the first call's segments and compile nothing."""
+    from tensorplay.examples.models import GPTConfig, build_gpt
+
+    tp.manual_seed(0)
+    model = build_gpt(tp, GPTConfig(vocab_size=32, block_size=16, n_layer=1, n_head=2, n_embd=16))
+
+    def step(idx, target):
+        logits, _ = model(idx)
+        loss = tp.nn.functional.cross_entropy(logits.reshape(-1, 32), target)
+        if loss.item() > 0:  # the one break
+            loss = loss * 2.0
+        return loss
+
+    f = tp.compile(step, backend=backend)
+    idx, target = tp.randint(0, 32, (2, 8)), tp.randint(0, 32, (2,))
+    first = f(idx, target)
+    compiled = backend.count
+    for _ in range(2):
+        assert f(idx, target).item() == pytest.approx(first.item())
+    assert backend.count == compiled == 2
+    np.testing.assert_allclose(first.detach().numpy(), step(idx, target).detach().numpy(), rtol=1e-5)
