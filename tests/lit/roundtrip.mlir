@@ -51,9 +51,9 @@ func.func @op_amin(%arg0: tensor<3x4x5xf32>) -> tensor<f32> {
 }
 
 // CHECK-LABEL: func.func @op_any(
-// CHECK-NEXT: %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<6xi1>) -> tensor<i1>
-func.func @op_any(%arg0: tensor<6xi1>) -> tensor<i1> {
-  %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<6xi1>) -> tensor<i1>
+// CHECK-NEXT: %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<i1>
+func.func @op_any(%arg0: tensor<3x4x5xf32>) -> tensor<i1> {
+  %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<i1>
   return %0 : tensor<i1>
 }
 
