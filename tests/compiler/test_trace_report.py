@@ -186,6 +186,8 @@ def test_training_and_cache_hits(traced):
     assert again["reason"] == "first call" and not again["recompile"]  # (after reset: a new first call)
     hits = json.loads((root / "GPT" / "GPT.2" / "GPT" / "compile.json").read_text())["artifact_cache"]
     assert hits and all(h["hit"] for h in hits)
+    for stage in STAGES:  # a cache hit lowers anyway, so every stage is there
+        assert (root / "GPT" / "GPT.2" / "GPT" / stage).exists(), stage
     misses = json.loads((entry / "GPT" / "compile.json").read_text())["artifact_cache"]
     assert len(misses) == 1
 

@@ -328,6 +328,8 @@ class IreeBackend:
                                            lowered=emitted.lowered)
         scope = tracedir.current()
         if scope is not None:
+            if not emitted.lowered():  # an artifact cache hit: lower anyway, for the pass dumps
+                emitted.linalg_text()
             names = tracedir.dispatch_names(vmfb, graph.name)
             tracedir.write(scope, "05-iree-flags.txt", "\n".join(flags) + "\n")
             tracedir.write(scope, "06-dispatches.txt", f"# {len(names)} kernels of @{graph.name} (IREE's dispatches; "
