@@ -225,6 +225,7 @@ def test_report_links_every_stage(traced, tmp_path):
     assert parser.graph_divs >= len(list(root.glob("*/*/graph.dot"))) and parser.svgs == parser.graph_divs
     text = "".join(parser.texts)
     assert "tp.matmul" in text and "graph break" in text and "recompile" in text
+    assert "(its graphs, during capture)" in text  # a segmented entry's compile time: its segments'
     for heading in ("Compiled functions", "Timings"):
         assert heading in text
     assert "no-renderer" not in page
