@@ -14,6 +14,9 @@ uploads its inputs and reads its results back). Every table shows the bytes each
 moved between host and device (``runtime.stats()`` over the timed calls) next to what a call
 moved before tensors could live on a device (every weight and input up, every result down).
 
+``--symbolic`` adds a table of the same cases compiled with every argument size symbolic
+(``dynamic=True``) next to static sizes: the run-time cost of a graph that serves every size.
+
 ``--train`` adds one training step of the training example's model (forward, backward, AdamW):
 tensorplay eager, compiled forward+backward and the whole step compiled as one program, against
 PyTorch eager and torch.compile.
@@ -289,6 +292,35 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
     return ok
 
 
+def run_symbolic(cases: list[str], backend: str, repeats: int, out=sys.stdout) -> bool:
+    """Each case compiled twice, static sizes (the default) and every argument size symbolic
+    (``dynamic=True``), checked against eager and timed in one run: what a symbolic graph costs."""
+    rows, ok = [], True
+    for key in cases:
+        case = CASES[key]
+        fn, args, _ = _built(tp, case)
+        with tp.no_grad():
+            eager = _to_numpy(fn(*args))
+            times, counts = [], []
+            for dynamic in (False, True):
+                compiled = tp.compile(fn, backend=backend, dynamic=dynamic)
+                good = np.allclose(_to_numpy(compiled(*args)), eager, rtol=case.rtol, atol=case.atol)
+                ok &= good
+                times.append(median_ms(lambda: _to_numpy(compiled(*args)), repeats) if good else float("nan"))
+                counts.append(_dispatches(compiled, backend, None))
+        rows.append((case.name, times, counts))
+    print(f"static vs symbolic sizes: backend {backend}, median of {repeats} calls read to numpy, ms", file=out)
+    head = (f"{'case':42s} {'static':>9s} {'symbolic':>9s} {'sym/static':>10s} "
+            f"{'dispatches':>10s} {'(symbolic)':>10s}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for name, (st, sy), (dst, dsy) in rows:
+        print(f"{name:42s} {st:9.3f} {sy:9.3f} {sy / st:9.2f}x {dst:>10s} {dsy:>10s}", file=out)
+    print("symbolic: compile(..., dynamic=True), every dimension of every tensor argument a symbol "
+          "(sizes read at run time; IREE compiles one program for all sizes)", file=out)
+    return ok
+
+
 def sweep_shapes() -> list[tuple[int, int]]:
     """(batch, sequence) pairs covering batch sizes 1..64 and sequence lengths 1..128."""
     pairs = [(b, (37 * b) % 128 + 1) for b in range(1, 65)]
@@ -460,6 +492,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
+    parser.add_argument("--symbolic", nargs="?", const="all", default=None, metavar="CASES",
+                        help="also time these cases (default: all) with every argument size symbolic "
+                             "(dynamic=True) vs static")
     parser.add_argument("--train", action="store_true",
                         help="also time a training step: eager, compiled fw+bw, compiled whole step, PyTorch")
     parser.add_argument("--options", default=None,
@@ -472,6 +507,12 @@ def main(argv: list[str] | None = None) -> int:
     options = json.loads(args.options) if args.options else None
     ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device, options=options) \
         if cases else True
+    if args.symbolic:
+        chosen = list(CASES) if args.symbolic == "all" else [c.strip() for c in args.symbolic.split(",") if c.strip()]
+        bad = [c for c in chosen if c not in CASES]
+        if bad:
+            parser.error(f"unknown case(s) {', '.join(bad)}; choose from {', '.join(CASES)}")
+        ok &= run_symbolic(chosen, args.backend, args.repeats)
     if args.sweep:
         ok &= run_sweep(args.backend, not args.no_torch)
     if args.train:

@@ -12,6 +12,11 @@ if "TENSORPLAY_CACHE_DIR" not in os.environ:
     _cache = tempfile.TemporaryDirectory(prefix="tensorplay-test-cache-")
     os.environ["TENSORPLAY_CACHE_DIR"] = _cache.name
 
+# Automatic dynamic decisions are remembered in the cache between processes; tests that count
+# captures must not depend on what an earlier test (or run, with a kept cache) decided, so the
+# suite turns that off and the tests of the feature turn it on in a cache of their own.
+os.environ.setdefault("TENSORPLAY_REMEMBER_DYNAMIC", "0")
+
 import tensorplay as tp  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
 from ..dialects.tp.graph import Graph
 from ..nn.modules.module import Module
-from . import tracedir
+from . import dynamic_decisions, tracedir
 from ._logging import get_logger
 from .autodiff import Differentiated, differentiate, live_values, replay_eagerly
 from .capture import pytree
@@ -274,6 +274,10 @@ class CacheGroup:
         self.regions: dict = {}
         self.masks: dict[tuple, None] = {}  # masks of the entries with symbolic sizes
         self.auto_dynamic: dict[str, set[int]] = {}  # automatic dynamic: dims seen to change
+        self.decision_id: str | None = None  # names the callable across processes (dynamic_decisions)
+        self.remembered_name: str | None = None  # the graph name an earlier run gave its dynamic capture
+        self.decisions_loaded = False
+        self.remembered_name = None
         self.warned = False
         self.segments_warned = False
         self.lock = threading.RLock()
@@ -291,6 +295,19 @@ class CacheGroup:
         if entry.mask:
             self.masks[entry.mask] = None
 
+    def grow_dynamic(self, dims: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Make (argument path, dim) pairs dynamic for later captures; returns the new ones."""
+        new = [(path, d) for path, d in dims if d not in self.auto_dynamic.get(path, ())]
+        for path, d in new:
+            self.auto_dynamic.setdefault(path, set()).add(d)
+        return new
+
+    def remember_dynamic(self, name: str) -> None:
+        """Keep this group's automatic dynamic dims on disk with ``name``, the graph captured
+        with them (when the group has a decision id: dynamic=None, a Python callable)."""
+        if self.decision_id is not None and self.auto_dynamic:
+            dynamic_decisions.store(self.decision_id, self.auto_dynamic, name)
+
     def clear(self) -> None:
         self.entries.clear()
         self.order.clear()
@@ -298,6 +315,8 @@ class CacheGroup:
         self.regions.clear()
         self.masks.clear()
         self.auto_dynamic.clear()
+        self.decisions_loaded = False
+        self.remembered_name = None
         self.warned = False
         self.segments_warned = False
 
@@ -580,18 +599,22 @@ class CompiledFunction:
         if group.count >= self.recompile_limit:
             return self._limit_reached(args, kwargs, reason)
         spec = self._check_dynamic(leaves, paths)
-        grown = self._automatic_dynamic(key, leaves, paths)
+        grown = self._automatic_dynamic(key, leaves, paths) if group.count else self._remembered_dynamic()
+        decided = bool(grown) and group.count > 0  # a new automatic dynamic decision, kept once captured
         if group.count:
             _log_recompiles.info("recompiling %s (capture %d of at most %d): %s%s", self.name,
                                  group.count + 1, self.recompile_limit, reason,
                                  f"; automatic dynamic: {grown} now dynamic" if grown else "")
         dynamic_dims = self._dynamic_dims(leaves, paths, spec)
         modules, guards, keepalive = self._guards(leaves, paths)
-        name = self.name if group.count == 0 else f"{self.name}_{group.count}"
+        name = self._entry_name()
         tracer = self._tracer()
         if tracer is None:
-            return self._capture_as(name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
-                                    dynamic_dims, spec)
+            result = self._capture_as(name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
+                                      dynamic_dims, spec)
+            if decided:
+                group.remember_dynamic(name)
+            return result
         scope = tracer.entry(name, reason=reason, capture_number=group.count + 1, recompile=bool(group.count),
                              automatic_dynamic=grown or None, grad_mode=is_grad_enabled())
         tracedir.event(scope, "recompile" if group.count else "capture", entry=name, reason=reason)
@@ -605,6 +628,8 @@ class CompiledFunction:
                 tracedir.event(scope, "error", entry=name, error=f"{type(exc).__name__}: {str(exc)[:500]}")
                 raise
         tracedir.note(scope, total_s=round(time.perf_counter() - start, 6))
+        if decided:
+            group.remember_dynamic(name)
         return result
 
     def _tracer(self) -> Any:
@@ -874,7 +899,10 @@ class CompiledFunction:
 
     def _automatic_dynamic(self, key: CallKey, leaves: list[Any], paths: list[str]) -> str:
         """dynamic=None: when this call misses only because tensor sizes differ from an
-        entry's capture, remember those dims as dynamic; returns them in words ("" if none)."""
+        entry's capture, every dim of each argument whose size changed becomes dynamic (a
+        sequence length that changes makes the batch dynamic too; dims the program ties to a
+        weight are specialized again by the capture's guards); returns the newly dynamic dims
+        in words ("" if none)."""
         if self.dynamic is not None or not self._group.order:
             return ""
         for entry in reversed(self._group.order):
@@ -882,12 +910,44 @@ class CompiledFunction:
                 continue
             changed = size_changes(entry.exact_key, key)
             if changed:
-                auto = self._group.auto_dynamic
-                new = [(i, d) for i, d in changed if d not in auto.get(paths[i], ())]
-                for i, d in changed:
-                    auto.setdefault(paths[i], set()).add(d)
-                return ", ".join(f"{paths[i]} dim {d}" for i, d in new)
+                grown = sorted({(i, k) for i, _ in changed for k in range(leaves[i].ndim)})
+                new = self._group.grow_dynamic([(paths[i], d) for i, d in grown])
+                return ", ".join(f"{path} dim {d}" for path, d in new)
         return ""
+
+    def _entry_name(self) -> str:
+        """The name of the next capture's graph: the function's name, then ``name_1``, ... A
+        first capture that starts from an earlier run's automatic dynamic decisions takes the
+        name that run's dynamic capture had, so its program is the same artifact."""
+        group = self._group
+        if group.count == 0 and group.remembered_name:
+            return group.remembered_name
+        taken = {e.name for e in group.order}
+        n = group.count
+        name = self.name if n == 0 else f"{self.name}_{n}"
+        while name in taken:
+            n += 1
+            name = f"{self.name}_{n}"
+        return name
+
+    def _remembered_dynamic(self) -> str:
+        """dynamic=None, first capture: the dims an earlier process's automatic dynamic made
+        dynamic for this callable (kept in the artifact cache), in words ("" if none)."""
+        group = self._group
+        if self.dynamic is not None or group.decisions_loaded:
+            return ""
+        group.decisions_loaded = True
+        group.decision_id = dynamic_decisions.function_id(self._source_fn())
+        if group.decision_id is None:
+            return ""
+        remembered, group.remembered_name = dynamic_decisions.load(group.decision_id)
+        for path, dims in remembered.items():
+            group.auto_dynamic.setdefault(path, set()).update(dims)
+        text = ", ".join(f"{path} dim {d}" for path, dims in sorted(remembered.items()) for d in sorted(dims))
+        if text:
+            _log_recompiles.info("%s: automatic dynamic from an earlier run: %s dynamic from the first capture",
+                                 self.name, text)
+        return text
 
     def _dynamic_dims(self, leaves: list[Any], paths: list[str], spec: dict) -> dict[int, dict[int, Any]]:
         """Which argument dims this capture makes symbolic: every dim (dynamic=True), the

@@ -143,14 +143,16 @@ def test_automatic_dynamic_recompiles_a_changed_size_once(backend, caplog):
         assert "s0" not in format_graph(backend.graphs[0])  # the first capture is static
         g(_t(5, 3, 4), w)
     assert backend.count == 2
-    assert any("automatic dynamic: x dim 0 now dynamic" in r.getMessage() for r in caplog.records)
-    for b in (1, 9, 64):
-        g(_t(b, 3, 4), w)
-    assert backend.count == 2
-    g(_t(4, 6, 4), w)  # the sequence length changes too: one more capture, both dynamic
-    for b, t in [(3, 2), (8, 11), (1, 1)]:
+    # every dim of the argument whose size changed: the batch changed, the sequence length
+    # becomes dynamic with it; the feature dim is tied to w by the matmul and stays 4
+    assert any("automatic dynamic: x dim 0, x dim 1, x dim 2 now dynamic" in r.getMessage()
+               for r in caplog.records)
+    assert "tensor<s0xs1x4xf32>" in format_graph(backend.graphs[1])
+    for b, t in [(1, 3), (9, 3), (64, 3), (4, 6), (3, 2), (8, 11), (1, 1)]:
         x = _t(b, t, 4)
         np.testing.assert_allclose(g(x, w).detach().numpy(), _mlp(x, w).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert backend.count == 2
+    g(_t(2, 3, 5), _t(5, 3))  # the feature dim changes too: its guard fails, one more capture
     assert backend.count == 3
 
 

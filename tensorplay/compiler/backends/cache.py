@@ -45,7 +45,7 @@ except ImportError:  # not on Windows: the thread lock and atomic replace still 
 
 __all__ = ["cache_dir", "cache_enabled", "cache_key", "load_entry", "store_entry", "get_or_compile",
            "clear_cache", "cache_stats", "reset_cache_stats", "iree_compiler_version", "host_target",
-           "MAGIC"]
+           "note_used", "save_cache_bundle", "load_cache_bundle", "MAGIC", "BUNDLE_MAGIC"]
 
 MAGIC = b"TPVMFB2\n"
 #: the entry format before the record of who wrote it: read as stale, never as corrupt
@@ -59,6 +59,9 @@ _stats_lock = threading.Lock()
 _stats = {"hits": 0, "misses": 0, "compiles": 0, "corrupt": 0, "stale": 0, "writes": 0}
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
+#: keys of the entries this process loaded or wrote (what a cache bundle carries)
+_used: dict[str, None] = {}
+_used_lock = threading.Lock()
 #: folders already warned about (unwritable, full, unreadable): one warning each per process
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
@@ -75,6 +78,12 @@ def cache_dir() -> Path:
 
 def cache_enabled() -> bool:
     return os.environ.get("TENSORPLAY_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def note_used(key: str) -> None:
+    """Record that this process loaded or wrote the entry ``key`` (see :func:`save_cache_bundle`)."""
+    with _used_lock:
+        _used[key] = None
 
 
 def _count(name: str) -> None:
@@ -363,11 +372,13 @@ def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str) -> b
                       (time.perf_counter() - start) * 1e3)
             tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": True,
                                                                  "load_ms": round((time.perf_counter() - start) * 1e3, 3)})
+            note_used(key)
             return payload
         _count("misses")
         _log.info("cache miss: %s (%s)", what, key[:12])
         payload = _timed_compile(compile_fn, what)
-        store_entry(key, payload)
+        if store_entry(key, payload) is not None:
+            note_used(key)
         tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": False})
         return payload
 
@@ -398,3 +409,110 @@ def clear_cache() -> int:
         except FileNotFoundError:
             pass
     return removed
+
+
+BUNDLE_MAGIC = b"TPBUNDL1"
+_BUNDLE_HEADER = struct.Struct("<8sQ")  # magic, length of the JSON index that follows
+
+
+def _machine() -> dict[str, str]:
+    return {"host": host_target(), "iree": iree_compiler_version(), "tensorplay": _tensorplay_version()}
+
+
+def save_cache_bundle(path: str | os.PathLike) -> dict[str, Any]:
+    """Write every cache entry this process loaded or wrote (compiled programs, autotune
+    choices, automatic dynamic decisions) into the one file ``path``, atomically, for
+    :func:`load_cache_bundle` on another machine or in an empty cache folder. Returns
+    ``{"path", "entries", "bytes", "machine"}``."""
+    target = Path(os.fspath(path))
+    with _used_lock:
+        keys = list(_used)
+    index, blobs = [], []
+    for key in keys:
+        try:
+            data = _entry_path(key).read_bytes()
+        except OSError:
+            continue  # deleted since (clear_cache, or stale): nothing to carry
+        index.append({"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+        blobs.append(data)
+    head = json.dumps({"machine": _machine(), "entries": index}, sort_keys=True).encode()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_BUNDLE_HEADER.pack(BUNDLE_MAGIC, len(head)) + head)
+            for blob in blobs:
+                f.write(blob)
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink(Path(tmp))
+        raise
+    size = target.stat().st_size
+    _log.info("cache bundle %s: %d entries, %d bytes", target, len(index), size)
+    return {"path": str(target), "entries": len(index), "bytes": size, "machine": _machine()}
+
+
+def load_cache_bundle(path: str | os.PathLike) -> dict[str, Any]:
+    """Install the entries of a bundle written by :func:`save_cache_bundle` into this
+    process's cache folder (each written atomically; entries already there are kept).
+
+    A bundle from another IREE compiler or tensorplay (version or lowering code) installs
+    nothing: none of its entries could be used. One from another CPU installs everything,
+    but programs compiled for the host CPU (``iree-cpu``) are keyed by that CPU and compile
+    again here. Returns ``{"entries", "installed", "present", "differences"}`` where
+    ``differences`` names what differs from this machine. A file that is not a whole bundle
+    is a ``ValueError``."""
+    source = Path(os.fspath(path))
+    data = source.read_bytes()
+    if len(data) < _BUNDLE_HEADER.size or data[:8] != BUNDLE_MAGIC:
+        raise ValueError(f"load_cache_bundle: {source} is not a tensorplay cache bundle (no {BUNDLE_MAGIC!r} "
+                         "header); write one with tp.compiler.save_cache_bundle(path)")
+    _, head_len = _BUNDLE_HEADER.unpack_from(data)
+    try:
+        head = json.loads(data[_BUNDLE_HEADER.size:_BUNDLE_HEADER.size + head_len].decode())
+        entries, machine = head["entries"], head["machine"]
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise ValueError(f"load_cache_bundle: {source} has an unreadable index: the file is damaged; "
+                         "write the bundle again") from None
+    offset = _BUNDLE_HEADER.size + head_len
+    if offset + sum(e["size"] for e in entries) != len(data):
+        raise ValueError(f"load_cache_bundle: {source} holds {len(data) - offset} bytes of entries, its index "
+                         f"says {sum(e['size'] for e in entries)}: the file is truncated or damaged")
+    here = _machine()
+    differences = [f"{field}: bundle {machine.get(field)!r}, here {here[field]!r}"
+                   for field in ("host", "iree", "tensorplay") if machine.get(field) != here[field]]
+    info = {"entries": len(entries), "installed": 0, "present": 0, "differences": differences}
+    if machine.get("iree") != here["iree"] or machine.get("tensorplay") != here["tensorplay"]:
+        _log.warning("cache bundle %s was written by another IREE compiler or tensorplay (%s): none of its %d "
+                     "entries could be used here, nothing installed", source, "; ".join(differences), len(entries))
+        return info
+    if differences:
+        _log.warning("cache bundle %s comes from another CPU (%s): programs compiled for its host CPU will compile "
+                     "again here", source, "; ".join(differences))
+    blobs = []
+    for e in entries:  # every entry is checked before any is installed
+        blob = data[offset:offset + e["size"]]
+        offset += e["size"]
+        key = str(e["key"])
+        if not re.fullmatch(r"[0-9a-f]{64}", key) or hashlib.sha256(blob).hexdigest() != e["sha256"]:
+            raise ValueError(f"load_cache_bundle: entry {key[:16]} of {source} does not match its checksum: "
+                             "the file is damaged; write the bundle again")
+        blobs.append((key, blob))
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, blob in blobs:
+        dest = _entry_path(key)
+        if dest.exists():
+            info["present"] += 1
+            continue
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, dest)
+        except BaseException:
+            _unlink(Path(tmp))
+            raise
+        info["installed"] += 1
+    _log.info("cache bundle %s: %d entries installed, %d already present", source, info["installed"], info["present"])
+    return info
