@@ -21,11 +21,13 @@ moved before tensors could live on a device (every weight and input up, every re
 tensorplay eager, compiled forward+backward and the whole step compiled as one program, against
 PyTorch eager and torch.compile.
 
-``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1..64 and sequence
-lengths 1..128 (192 calls, both sizes changing from the first call to the second), compiled
-once per library with the default dynamic policy (tensorplay: automatic dynamic; torch.compile:
-its automatic dynamic). It reports how many programs each compiled and the sweep's total time
-(compiles included), each result checked against eager.
+``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1, 2, 3, 7, 16, 33,
+64, each with sequence lengths 1, 5, 9, 128 (28 calls, the length changing first), compiled with
+each library's default dynamic policy (tensorplay: automatic dynamic; torch.compile: its
+automatic dynamic). It reports how many graphs each compiled and the sweep's total time
+(compiles included), each result checked against eager: tensorplay in this process with an
+empty cache, then in a second process sharing that cache (which starts from the remembered
+dynamic decisions and loads the program from disk).
 """
 
 from __future__ import annotations
@@ -321,10 +323,14 @@ def run_symbolic(cases: list[str], backend: str, repeats: int, out=sys.stdout) -
     return ok
 
 
+#: the sweep: each batch size with each sequence length (lengths change first, then the batch)
+SWEEP_BATCHES = (1, 2, 3, 7, 16, 33, 64)
+SWEEP_LENGTHS = (1, 5, 9, 128)
+
+
 def sweep_shapes() -> list[tuple[int, int]]:
-    """(batch, sequence) pairs covering batch sizes 1..64 and sequence lengths 1..128."""
-    pairs = [(b, (37 * b) % 128 + 1) for b in range(1, 65)]
-    return pairs + [((13 * t) % 64 + 1, t) for t in range(1, 129)]
+    """(batch, sequence) pairs: every batch size with every sequence length, lengths first."""
+    return [(b, t) for b in SWEEP_BATCHES for t in SWEEP_LENGTHS]
 
 
 def _sweep_block(lib: Any):
@@ -333,23 +339,58 @@ def _sweep_block(lib: Any):
     return build_gpt(lib, cfg).eval().transformer.h[0]
 
 
-def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
-    """The shape sweep: compiles and total time of tensorplay and torch.compile."""
-    pairs = sweep_shapes()
+def _sweep_inputs() -> list[np.ndarray]:
     rng = np.random.default_rng(5)
-    inputs = [rng.standard_normal((b, t, 64), dtype=np.float32) for b, t in pairs]
+    return [rng.standard_normal((b, t, 64), dtype=np.float32) for b, t in sweep_shapes()]
+
+
+def _tp_sweep(backend: str) -> dict[str, Any]:
+    """The sweep in this process with tensorplay: captures, IREE compiles, total seconds, check."""
+    from tensorplay.compiler.backends import cache
+
+    inputs = _sweep_inputs()
     model = _sweep_block(tp)
-    ok = True
     with tp.no_grad():
         eager = [model(tp.from_numpy(x)).numpy() for x in inputs]
         tp.compiler.reset()
+        before = cache.cache_stats()["compiles"]
         compiled = tp.compile(model, backend=backend)
+        ok = True
         t0 = time.perf_counter()
         for x, want in zip(inputs, eager):
             ok &= bool(np.allclose(compiled(tp.from_numpy(x)).numpy(), want, rtol=1e-3, atol=1e-4))
-        tp_total = time.perf_counter() - t0
-    tp_compiles = compiled.compiled_function.compile_count
-    rows = [("tensorplay " + backend, tp_compiles, tp_total, ok)]
+        total = time.perf_counter() - t0
+    return {"captures": compiled.compiled_function.compile_count,
+            "iree": cache.cache_stats()["compiles"] - before, "total": total, "ok": ok}
+
+
+def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
+    """The shape sweep: captures, IREE compiles and total time of tensorplay in a process with
+    an empty cache and in a second process sharing that cache, and of torch.compile."""
+    import os
+    import subprocess
+    import tempfile
+
+    pairs = sweep_shapes()
+    with tempfile.TemporaryDirectory(prefix="tensorplay-sweep-cache-") as folder:
+        saved = {k: os.environ.get(k) for k in ("TENSORPLAY_CACHE_DIR", "TENSORPLAY_REMEMBER_DYNAMIC")}
+        os.environ.update(TENSORPLAY_CACHE_DIR=folder, TENSORPLAY_REMEMBER_DYNAMIC="1")
+        try:
+            first = _tp_sweep(backend)
+            proc = subprocess.run([sys.executable, __file__, "--sweep-child", backend], capture_output=True,
+                                  text=True, env=dict(os.environ))
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    if proc.returncode != 0:
+        print(proc.stderr[-2000:], file=out)
+        return False
+    second = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = [(f"tensorplay {backend}, empty cache", first["captures"], first["iree"], first["total"], first["ok"]),
+            (f"tensorplay {backend}, 2nd process", second["captures"], second["iree"], second["total"], second["ok"])]
     if use_torch and importlib.util.find_spec("torch") is not None:
         import torch
         from torch._inductor.compile_fx import compile_fx
@@ -360,8 +401,12 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
             count[0] += 1
             return compile_fx(gm, example_inputs)
 
+        model = _sweep_block(tp)
         tmodel = _sweep_block(torch)
         _share_weights(torch, model, tmodel)
+        inputs = _sweep_inputs()
+        with tp.no_grad():
+            eager = [model(tp.from_numpy(x)).numpy() for x in inputs]
         torch._dynamo.reset()
         tcompiled = torch.compile(tmodel, backend=counting)
         good = True
@@ -370,16 +415,19 @@ def run_sweep(backend: str, use_torch: bool, out=sys.stdout) -> bool:
             for x, want in zip(inputs, eager):
                 good &= bool(np.allclose(tcompiled(torch.from_numpy(x)).numpy(), want, rtol=1e-3, atol=1e-4))
             t_total = time.perf_counter() - t0
-        rows.append(("torch.compile (inductor)", count[0], t_total, good))
-    print(f"shape sweep: transformer block (n_embd 64, 4 heads), {len(pairs)} calls, batch 1..64, "
-          f"sequence 1..128, default dynamic policy", file=out)
-    head = f"{'compiler':28s} {'check':5s} {'compiles':>8s} {'total s':>9s} {'ms/call':>9s}"
+        rows.append(("torch.compile (inductor)", count[0], None, t_total, good))
+    print(f"shape sweep: transformer block (n_embd 64, 4 heads), {len(pairs)} calls: batch sizes "
+          f"{', '.join(map(str, SWEEP_BATCHES))} x sequence lengths {', '.join(map(str, SWEEP_LENGTHS))} "
+          f"(lengths change first), default dynamic policy", file=out)
+    head = f"{'compiler':36s} {'check':5s} {'graphs':>6s} {'IREE':>5s} {'total s':>9s} {'ms/call':>9s}"
     print(head, file=out)
     print("-" * len(head), file=out)
-    for name, n, total, good in rows:
-        print(f"{name:28s} {'OK' if good else 'FAIL':5s} {n:8d} {total:9.2f} {1e3 * total / len(pairs):9.2f}",
-              file=out)
-    return ok
+    for name, n, iree, total, good in rows:
+        print(f"{name:36s} {'OK' if good else 'FAIL':5s} {n:6d} {('-' if iree is None else str(iree)):>5s} "
+              f"{total:9.2f} {1e3 * total / len(pairs):9.2f}", file=out)
+    print("graphs: captures (tensorplay) or graphs compiled (torch.compile); IREE: programs IREE compiled "
+          "(the rest came from the disk cache); total: the whole sweep, compiles included", file=out)
+    return first["ok"] and second["ok"] and all(r[4] for r in rows)
 
 
 def _train_mlp(lib: Any):
@@ -492,6 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
+    parser.add_argument("--sweep-child", metavar="BACKEND", help=argparse.SUPPRESS)  # the sweep's 2nd process
     parser.add_argument("--symbolic", nargs="?", const="all", default=None, metavar="CASES",
                         help="also time these cases (default: all) with every argument size symbolic "
                              "(dynamic=True) vs static")
@@ -500,6 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", default=None,
                         help="compile options as JSON, e.g. '{\"opt_level\": \"O3\"}' (default: the backend's)")
     args = parser.parse_args(argv)
+    if args.sweep_child:
+        print(json.dumps(_tp_sweep(args.sweep_child)))
+        return 0
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:

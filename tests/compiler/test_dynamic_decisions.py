@@ -170,3 +170,20 @@ def test_function_ids_follow_the_code():
     assert dynamic_decisions.function_id(f) != dynamic_decisions.function_id(g)
     assert dynamic_decisions.function_id(len) is None
     assert "test_function_ids_follow_the_code.<locals>.f" in dynamic_decisions.function_id(f)
+
+
+def test_programs_for_a_named_cpu_are_keyed_by_its_name_only(own_cache, monkeypatch):
+    def f(x):
+        return x * 3 - 1
+
+    x = tp.ones(5)
+    here = cache.host_target()
+    for options, again in (({"target_cpu": "generic"}, 0), (None, 1)):
+        monkeypatch.setitem(cache._versions, "host", here)
+        tp.compiler.reset()
+        tp.compile(f, options=options)(x)
+        monkeypatch.setitem(cache._versions, "host", "another cpu")  # as on another machine
+        tp.compiler.reset()
+        before = cache.cache_stats()["compiles"]
+        np.testing.assert_allclose(tp.compile(f, options=options)(x).numpy(), np.full(5, 2.0))
+        assert cache.cache_stats()["compiles"] - before == again

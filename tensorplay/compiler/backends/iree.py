@@ -187,7 +187,7 @@ def compile_cached(key_mlir: str, lowered: Callable[[], str], flags: Sequence[st
     only on a miss. ``tp.compile`` (a graph) and ``tp.export`` (an assembled module) both
     compile through here."""
     key = cache.cache_key(mlir=key_mlir, backend=backend if what == "graph" else f"{what}:{backend}", flags=flags,
-                          target=_cache_target(TARGETS[backend]))
+                          target=_cache_target(TARGETS[backend], flags))
 
     def build() -> bytes:
         return compile_mlir(lowered(), flags, backend=backend, name=name, what=what)
@@ -195,9 +195,13 @@ def compile_cached(key_mlir: str, lowered: Callable[[], str], flags: Sequence[st
     return cache.get_or_compile(key, build, what=f"{what} {name!r} for {backend}")
 
 
-def _cache_target(t: IreeTarget) -> str:
-    """What a cache key names as the target: for llvm-cpu this machine's CPU."""
-    return cache.host_target() if t.target == "llvm-cpu" else t.target
+def _cache_target(t: IreeTarget, flags: Sequence[str] = ()) -> str:
+    """What a cache key names as the target: for llvm-cpu code for ``host`` this machine's
+    CPU; code for a named CPU (``target_cpu``, in ``flags``) is the same on every machine."""
+    if t.target != "llvm-cpu":
+        return t.target
+    named = [f.split("=", 1)[1] for f in flags if f.startswith(f"{t.target_flag}=")]
+    return t.target if named and named[-1] != "host" else cache.host_target()
 
 
 class _Emitted:
