@@ -13,7 +13,8 @@ from typing import Any
 
 from ._dispatch import current_handler
 
-__all__ = ["needs_concrete_value", "rebind", "random_source", "display_value", "symbolic_sizes"]
+__all__ = ["needs_concrete_value", "rebind", "random_source", "display_value", "symbolic_sizes",
+           "concrete_symbolic_type"]
 
 
 def needs_concrete_value(tensor: Any, why: str) -> Any:
@@ -38,6 +39,16 @@ def symbolic_sizes(tensor: Any, shape: tuple) -> tuple:
     SymInts from the active capture); outside a capture, the raw entries."""
     hook = getattr(current_handler(), "symbolic_sizes", None)
     return shape if hook is None else hook(tensor, shape)
+
+
+def concrete_symbolic_type(tensor: Any) -> Any:
+    """The symbolic type the capture that ran ``tensor``'s segment keeps for it (a TensorType
+    with size symbols), while that capture is the active one and traces at its top level;
+    else None (the tensor's concrete type applies)."""
+    owner, ttype = tensor._sym
+    if current_handler() is not owner or owner.in_region():
+        return None
+    return ttype
 
 
 def rebind(tensor: Any, value: Any) -> None:

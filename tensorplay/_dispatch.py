@@ -16,7 +16,7 @@ from typing import Any
 
 from .dialects.tp import registry
 from .dialects.tp.registry import Op
-from .dialects.tp.types import TensorType
+from .dialects.tp.types import TensorType, type_of_array
 from ._grad_mode import is_grad_enabled
 from .autograd.engine import record
 from .runtime.storage import DeviceArray
@@ -66,6 +66,8 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         out = handler(op, operands, attrs, result_types)
         if out is not NotImplemented:
             return out
+        if any(o is not None and o._sym is not None for o in operands):  # runs eagerly: concrete sizes
+            result_types = op.verify([None if o is None else type_of_array(o._data) for o in operands], attrs)
     arrays = [None if o is None else o._data for o in operands]
     if any(type(a) is DeviceArray for a in arrays):  # tensors on a GPU device: the op runs there
         from .compiler.backends.device_ops import run_on_device

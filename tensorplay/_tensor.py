@@ -56,6 +56,9 @@ class Tensor:
     _grad_fn: Any = None  # the Node that made this tensor (None for a leaf)
     _output_nr: int = 0  # which result of that node it is
     _version: int = 0  # bumped by each in-place change (PyTorch's version counter)
+    #: (capture, symbolic TensorType) of a concrete tensor whose sizes a capture running its
+    #: program in segments keeps symbolic (set and cleared by that capture)
+    _sym: Any = None
     _grad_acc: Any = None  # weak reference to a leaf's AccumulateGrad node
 
     def __init__(self, data: Any = None, *, dtype: Any = None):
@@ -97,6 +100,12 @@ class Tensor:
     def _tensor_type(self) -> TensorType:
         if self._data is None:
             return self._type
+        if self._sym is not None:  # symbolic sizes for the capture running this tensor's segments
+            from ._capture_hooks import concrete_symbolic_type
+
+            ttype = concrete_symbolic_type(self)
+            if ttype is not None:
+                return ttype
         return type_of_array(self._data)
 
     def _concrete(self, why: str) -> np.ndarray:
@@ -115,6 +124,12 @@ class Tensor:
     @property
     def shape(self) -> Size:
         if self._data is not None:
+            if self._sym is not None:  # a segment result or argument with symbolic sizes
+                from ._capture_hooks import concrete_symbolic_type, symbolic_sizes
+
+                ttype = concrete_symbolic_type(self)
+                if ttype is not None:
+                    return Size(symbolic_sizes(self, ttype.shape))
             return Size(self._data.shape)
         shape = self._type.shape
         if not self._type.has_static_shape:  # symbolic sizes: the capture's SymInts

@@ -111,6 +111,8 @@ class Entry:
         self.writebacks: list[tuple[Any, int]] = []
         self.hits = 0
         self.trace_scope: Any = None  # tracedir.Scope of this entry's folder, when traced
+        #: segmented entries: argument leaf index -> dims its segments keep symbolic
+        self.dynamic_dims: dict[int, dict[int, Any]] = {}
         self.exact_key = key  # the call key of the capture (key is masked when dynamic)
         self.mask: tuple[tuple[int, int], ...] = ()  # (leaf index, dim) captured symbolic
         self.shape_guard: ShapeGuard | None = None
@@ -536,8 +538,8 @@ class CompiledFunction:
                     return entry.run(leaves)
                 if entry.trace_scope is not None:
                     with tracedir.active(entry.trace_scope):
-                        return self._run_segmented(args, kwargs)
-                return self._run_segmented(args, kwargs)
+                        return self._run_segmented(args, kwargs, leaves, entry)
+                return self._run_segmented(args, kwargs, leaves, entry)
             return self._capture(args, kwargs, leaves, treedef, key)
 
     def _lookup(self, key: CallKey, leaves: list[Any]) -> Entry | None:
@@ -681,6 +683,10 @@ class CompiledFunction:
                     check.refresh()
             entry = Entry(SEGMENTED, key, self._config, name, guards, keepalive)
             entry.paths = paths
+            mask = tuple(sorted((i, d) for i, dims in dynamic_dims.items() for d in dims))
+            masked = mask_key(key, mask) if mask else None
+            if masked is not None:  # its segments keep these sizes symbolic: one entry for all sizes
+                entry.key, entry.mask, entry.dynamic_dims = masked, mask, dynamic_dims
             if scope is not None:
                 record_guards(scope, guards, session, None, leaves, paths, function_info(self._source_fn(), "", {})["source"])
                 entry.trace_scope = scope
@@ -818,11 +824,13 @@ class CompiledFunction:
             tracer.event("recompile_limit", reason=reason, limit=self.recompile_limit)
         return self._fn(*args, **kwargs)
 
-    def _run_segmented(self, args: tuple, kwargs: dict) -> Any:
+    def _run_segmented(self, args: tuple, kwargs: dict, leaves: list[Any], entry: Entry) -> Any:
         config = CaptureConfig(name=self.name, fullgraph=False, strict_native=False, dynamic=self.dynamic,
                                run_graph=self._run_segment, regions=self._group.regions,
                                run_training=self._run_segment_training)
-        return Capture(config, mode=LAZY).run_lazy(self._fn, args, kwargs)
+        dynamic = [(leaves[i], i, entry.paths[i], dims) for i, dims in entry.dynamic_dims.items()
+                   if isinstance(leaves[i], Tensor)]
+        return Capture(config, mode=LAZY).run_lazy(self._fn, args, kwargs, dynamic)
 
     def _run_segment(self, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
         group = self._group

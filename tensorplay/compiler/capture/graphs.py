@@ -80,7 +80,7 @@ def _hash_attr(value: Any, h: Any) -> None:
         h.update(f"{type(value).__name__} {value!r};".encode())
 
 
-def _substitute_type(t: TensorType, simplify: Any) -> TensorType:
+def substitute_type(t: TensorType, simplify: Any) -> TensorType:
     if t.has_static_shape:
         return t
     return TensorType(tuple(sym.as_size(simplify(d)) if sym.is_symbolic(d) else d for d in t.shape), t.dtype)
@@ -99,10 +99,10 @@ def substitute_sizes(graph: Graph, simplify: Any) -> None:
     attributes) with ``simplify`` (a shape environment's: replacements, settled Min/Max)."""
     for g in [graph, *graph.callees()]:
         for v in g.inputs:
-            v.type = _substitute_type(v.type, simplify)
+            v.type = substitute_type(v.type, simplify)
         for node in g.nodes:
             for r in node.results:
-                r.type = _substitute_type(r.type, simplify)
+                r.type = substitute_type(r.type, simplify)
             if node.callee is None and any(sym.is_symbolic(v) or isinstance(v, tuple) for v in node.attrs.values()):
                 changed = {k: _substitute_attr(v, simplify) for k, v in node.attrs.items()}
                 node.attrs = node.opdef.normalize_attrs(changed)

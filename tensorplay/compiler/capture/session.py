@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import sympy
 
 from ... import _dispatch
 from ..._grad_mode import is_grad_enabled
@@ -43,7 +44,7 @@ from ..symbolic.guard import ShapeGuard
 from ..symbolic.shape_env import ShapeEnv
 from . import pytree
 from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput, ReadInput
-from .graphs import format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
+from .graphs import substitute_type, format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
 from .reads import ReadGuard, ReadRecorder
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
@@ -320,6 +321,10 @@ class Capture:
         self._segment_index = 0
         self.shape_env = ShapeEnv(config.name)
         self._arg_dims: list[tuple[int, int, str, Any]] = []  # symbolic argument dims
+        #: concrete tensors this capture gave symbolic sizes (Tensor._sym), cleared when it ends
+        self._sym_tensors: list[weakref.ref] = []
+        #: symbol of an argument dimension -> the argument (a segment that needs the size reads it)
+        self._size_sources: dict[Any, weakref.ref] = {}
         #: tensors whose .grad a backward() inside the trace set (replayed on every call)
         self._grad_targets: dict[int, Tensor] = {}
         self._new_graph()
@@ -506,6 +511,34 @@ class Capture:
         env = owner.shape_env if isinstance(owner, Capture) else self.shape_env
         return tuple(env.wrap(d) for d in shape)
 
+    def in_region(self) -> bool:
+        """Whether a nested compile region is being traced (its inputs have static sizes)."""
+        return bool(self._regions)
+
+    def _type_of(self, t: Tensor) -> TensorType:
+        """The type ``t`` enters a graph with: its symbolic type when this capture keeps one."""
+        mark = t._sym
+        if mark is not None and mark[0] is self and t._data is not None and not self._regions:
+            return mark[1]
+        return t._tensor_type()
+
+    def _mark_symbolic(self, t: Tensor, ttype: TensorType) -> None:
+        """Keep ``ttype`` (symbolic sizes) as the type of the concrete tensor ``t`` until the
+        capture ends (a static type clears the mark)."""
+        if ttype.has_static_shape:
+            if t._sym is not None:
+                t._sym = None
+            return
+        t._sym = (self, ttype)
+        self._sym_tensors.append(weakref.ref(t))
+
+    def _clear_symbolic(self) -> None:
+        for wr in self._sym_tensors:
+            t = wr()
+            if t is not None and t._sym is not None and t._sym[0] is self:
+                t._sym = None
+        self._sym_tensors.clear()
+
     def concrete_value(self, tensor: Tensor, why: str) -> np.ndarray:
         """Python asked for a captured tensor's data: graph break, then its value."""
         ref = tensor._capture
@@ -615,7 +648,7 @@ class Capture:
             binding: Binding = AttachedInput(t, t._data, _describe(t))
         else:
             binding = ArrayInput(t._data)
-        value = self._add_input(t._tensor_type(), binding)
+        value = self._add_input(self._type_of(t), binding)
         self._lifted[id(t)] = (t, value)
         return value
 
@@ -675,6 +708,7 @@ class Capture:
                                              hi=getattr(spec, "max", None))
             shape[d] = s
             self._arg_dims.append((index, d, label, s))
+            self._size_sources.setdefault(s, weakref.ref(tensor))
         return TensorType(tuple(shape), base.dtype)
 
     def borrow_attached(self, tensor: Tensor, what: str) -> None:
@@ -707,7 +741,9 @@ class Capture:
         """Lazy mode: a concrete tensor updated in place becomes a capture tensor until the
         next flush makes it concrete again (with the new value)."""
         self._converted.append((tensor, tensor._data))
-        tensor._type = tensor._tensor_type()
+        tensor._type = self._type_of(tensor)
+        if tensor._sym is not None:
+            tensor._sym = None
         tensor._data = None
         tensor._capture = _Ref(self, self.graph, value)
         self._live.append(weakref.ref(tensor))
@@ -728,12 +764,9 @@ class Capture:
 
     def _flush(self) -> None:
         """Compile and run the pending graph; every live capture tensor becomes concrete.
-        Segments have static sizes: a break specializes every symbolic size."""
+        Sizes stay symbolic across the break where the segment can read them from its inputs
+        (:meth:`_settle_sizes`); the results keep their symbolic types for the next segment."""
         graph = self.graph
-        if self.shape_env.free():
-            self.shape_env.specialize_all("a graph break: the program runs in segments, which are "
-                                          "compiled for the sizes of each call")
-            substitute_sizes(graph, self.shape_env.simplify)
         first = dict(zip(graph.inputs, (b.first for b in self._bindings)))
         pending: list[tuple[Tensor, Value]] = []
         for b in self._borrowed.values():
@@ -753,33 +786,98 @@ class Capture:
                 outputs.append(v)
         results: list[np.ndarray] = []
         grad_fn: Any = None
+        settle: Callable[[Any], Any] = self.shape_env.simplify
         if outputs:
             graph.set_outputs(outputs)
             prune_inputs(graph)
             order_inputs_by_use(graph)
+            sources = self._segment_sources(graph, pending)
+            # (a training segment's backward and nested regions are built for static sizes)
+            settle = self._settle_sizes(graph, first, keep=sources is None and not graph.callees())
             if _log_graphs.isEnabledFor(logging.INFO):
                 _log_graphs.info("segment of %s:\n%s", self.config.name, format_graph(graph))
             arrays = [first[v] for v in graph.inputs]
             if self.segment_sources is not None:
                 by_value = self._input_tensors()
                 self.segment_sources[id(graph)] = [by_value.get(v) for v in graph.inputs]
-            sources = self._segment_sources(graph, pending)
             if sources is not None:
                 results, grad_fn = self._run_graph(graph, arrays, segment=True, sources=sources)
             else:
                 results = self._run_graph(graph, arrays, segment=True)
         # Borrowed tensors get their (possibly updated) values back; the session goes lazy.
+        kept = [(b.tensor, b.input.type) for b in self._borrowed.values() if not b.input.type.has_static_shape]
         self._restore_borrowed()
+        for t, ttype in kept:
+            self._mark_symbolic(t, substitute_type(ttype, settle))
         for t, v in pending:
             t._data = first[v] if v.node is None else results[index[v]]
             t._capture = None
             t._type = None
+            self._mark_symbolic(t, substitute_type(v.type, settle))
             if grad_fn is not None and v.node is not None:
                 grad_fn(t, index[v])
         self._converted.clear()
         self._segment_index += 1
         self.mode = LAZY
         self._new_graph()
+
+    def _settle_sizes(self, graph: Graph, first: dict[Value, Any], keep: bool) -> Callable[[Any], Any]:
+        """Fix the sizes of a segment about to run. A symbol stays symbolic (``keep``) when an
+        input dimension is exactly that symbol, so the compiled segment reads it at run time
+        and serves every size; a symbol of an argument dimension the segment does not read
+        otherwise brings that argument in as an input (only its size is read); an input
+        dimension that is an expression of other symbols (``s0*s1``) becomes a symbol of its
+        own; every other symbol takes this call's value in this segment only (``keep=False``:
+        all of them). ``first`` gets the arrays of added inputs. Returns the substitution,
+        for the types of tensors that leave the segment."""
+        env = self.shape_env
+        found: set = set()
+
+        def collect(e: Any) -> Any:
+            e = env.simplify(e)
+            if sym.is_symbolic(e):
+                found.update(e.free_symbols)
+            return e
+
+        substitute_sizes(graph, collect)
+        if not found:
+            return env.simplify
+        readable: set = set()
+        fresh: dict[Any, Any] = {}
+        if keep:
+            readable = {d for v in graph.inputs for d in v.type.shape if sym.is_symbolic(d) and d.is_Symbol}
+            for s in sorted(found - readable, key=str):
+                source = self._size_sources.get(s)
+                t = source() if source is not None else None
+                if t is None or (t._data is None and not isinstance(t._capture, _Ref)):
+                    continue
+                value = self.value_of(t)  # a new input, or one the segment had and pruned
+                if value not in graph.inputs:
+                    value.index = len(graph.inputs)
+                    graph.inputs.append(value)
+                if value not in first:  # just lifted: its binding is the last one
+                    first[value] = self._bindings[-1].first
+                shape = [collect(d) for d in value.type.shape]
+                readable |= {d for d in shape if sym.is_symbolic(d) and d.is_Symbol}
+            for v in graph.inputs:
+                for d in v.type.shape:
+                    if sym.is_symbolic(d) and not d.is_Symbol and not d.free_symbols <= readable and d not in fresh:
+                        fresh[d] = env.create_symbol(env.hint(d), f"a size of {graph.name}'s inputs ({d})")
+            readable |= set(fresh.values())
+        fixed = {s: sympy.Integer(env.hint(s)) for s in found if s not in readable}
+
+        def settle(e: Any) -> Any:
+            e = env.simplify(e)
+            if not sym.is_symbolic(e):
+                return e
+            if fresh:
+                e = fresh[e] if e in fresh else e.subs(fresh)
+            if fixed:
+                e = e.xreplace(fixed)
+            return sym.as_size(e)
+
+        substitute_sizes(graph, settle)
+        return settle
 
     def _segment_sources(self, graph: Graph, pending: list[tuple[Tensor, Value]]) -> list[Any] | None:
         """The tensors a segment's inputs read, when the segment needs a backward (grad mode
@@ -847,6 +945,7 @@ class Capture:
 
     def abandon(self) -> None:
         """Undo borrowing and conversions after an exception."""
+        self._clear_symbolic()
         self._restore_borrowed()
         for t, data in self._converted:
             t._data = data
@@ -882,13 +981,14 @@ class Capture:
                     self.read_guard = recorder.guard()
                 if self.mode == LAZY:
                     self._flush()
-                    self.result = box.pop()
+                    self.result = self._plain_sizes(box.pop())
                     return None
                 return self._finish_trace(box)
         except BaseException:
             self.abandon()
             raise
         finally:
+            self._clear_symbolic()
             self.shape_env.close()
 
     def _recorder(self, fn: Callable[..., Any], leaves: Sequence[Any], modules: Sequence[tuple[str, Any]]
@@ -914,16 +1014,37 @@ class Capture:
         return ReadRecorder(_is_user_file, roots, side_effect, funcs=[fn, getattr(fn, "forward", None)],
                             still_needed=lambda: self.mode == TRACE, guarded_modules=[m for _, m in modules])
 
-    def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        """Run the function's Python with ops recorded lazily and run in segments."""
+    def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 dynamic: Sequence[tuple[Tensor, int, str, dict[int, Any]]] = ()) -> Any:
+        """Run the function's Python with ops recorded lazily and run in segments. ``dynamic``
+        names argument tensors (with their leaf index and path) and the dims of each that
+        are symbolic, as in the capture that made the entry: the segments are compiled for
+        those sizes as symbols, so other sizes reuse them."""
         try:
+            for tensor, index, path, dims in dynamic:
+                if tensor._data is not None:
+                    ttype = self._symbolic_type(tensor, index, path, dims)
+                    if ttype is not None:
+                        self._mark_symbolic(tensor, ttype)
             with self.active():
                 result = fn(*args, **kwargs)
                 self._flush()
+                result = self._plain_sizes(result)
             return result
         except BaseException:
             self.abandon()
             raise
+        finally:
+            self._clear_symbolic()
+            self.shape_env.close()
+
+    def _plain_sizes(self, result: Any) -> Any:
+        """A segmented call's result with sizes returned as Python values made ints (a SymInt
+        is only valid inside its capture)."""
+        leaves, tree = pytree.flatten(result)
+        if not any(isinstance(leaf, sym.SymInt) for leaf in leaves):
+            return result
+        return pytree.unflatten(tree, [int(leaf) if isinstance(leaf, sym.SymInt) else leaf for leaf in leaves])
 
     def _finish_trace(self, box: list[Any]) -> TraceResult:
         # The result is handed over in a list so that, once flattened, no frame keeps it:
