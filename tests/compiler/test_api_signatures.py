@@ -57,7 +57,7 @@ SEED_CLASSES = {
 }
 SEED_EXCEPTIONS = {"GraphCaptureError": RuntimeError, "InvalidBackend": (ValueError, RuntimeError)}
 #: Names exported beyond the reference, each documented in docs/compiler.md.
-EXTRAS = {"explain", "CompiledFunction"}
+EXTRAS = {"explain", "CompiledFunction", "save_cache_bundle", "load_cache_bundle"}
 
 
 def _normalize(annotation: str) -> str:
