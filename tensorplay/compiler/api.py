@@ -180,6 +180,9 @@ class Entry:
             elif kind == "object":
                 b = item[1]
                 result.append(leaves[b.index] if isinstance(b, ArgInput) else b.tensor)
+            elif kind == "size":  # a size the data decided, computed by the program
+                out = outs[item[1]]
+                result.append(int(out.to_host() if type(out) is DeviceArray else np.asarray(out)))
             else:
                 result.append(item[1])
         return pytree.unflatten(self.out_tree, result)

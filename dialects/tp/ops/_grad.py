@@ -59,11 +59,15 @@ def reduced_dims(dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:
 
 def unreduce(g: Any, shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Any:
     """A reduction's result gradient broadcast back over the input ``shape``."""
+    from .. import symbolic as sym
+
     shape = tuple(shape)
     if not keepdim:
         kept = tuple(1 if i in dims else n for i, n in enumerate(shape))
         g = g.reshape(kept)
-    return g.expand(shape) if tuple(g.shape) != shape else g
+    # compared without deciding anything: a size the data decides cannot be asked about
+    same = len(g.shape) == len(shape) and all(sym.known_eq(a, b) for a, b in zip(g.shape, shape))
+    return g if same else g.expand(shape)
 
 
 def count(shape: Sequence[int], dims: Sequence[int]) -> int:

@@ -319,10 +319,13 @@ class Triu(Triangle):
 class Nonzero(Indexing):
     """Coordinates of the nonzero elements: an int64 ``[n, rank]`` tensor, ``n`` dynamic.
 
-    Rows come in row-major order; ``n`` is known only at run time."""
+    Rows come in row-major order; ``n`` is known only at run time (under capture, a size
+    symbol the program computes). Integer coordinates: no gradient."""
 
     name = "tp.nonzero"
     differentiable = False
+    data_dependent = True
+    data_size = "the number of nonzero elements"
     operands = (Operand("input"),)
 
     def infer(self, types, attrs):

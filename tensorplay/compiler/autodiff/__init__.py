@@ -156,7 +156,7 @@ def differentiate(graph: Graph, requires: Sequence[int], name: str, *, shape_env
     joint = build_joint(graph, requires, shape_env=shape_env)
     hint = None
     if shape_env is not None:
-        hint = shape_env.hint
+        hint = shape_env.size_hint  # (sizes the data decides count as a typical size)
     parts = partition(joint, name, partitioner=partitioner, hint=hint)
     out = Differentiated(joint, parts, name)
     if _log_perf.isEnabledFor(logging.INFO):
