@@ -36,7 +36,7 @@ from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_t
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
 __all__ = [
     "index_put", "masked_fill", "gather", "index_select", "take_along_dim", "tril", "triu", "nonzero",
-    "argwhere", "masked_select", "scatter", "scatter_add",
+    "argwhere", "masked_select", "scatter", "scatter_add", "unique",
 ]
 
 
@@ -417,6 +417,21 @@ def nonzero(input: Any, *, as_tuple: bool = False) -> Any:
 
 def argwhere(input: Any) -> Tensor:
     return apply("tp.nonzero", as_tensor_arg(input, "argwhere"))
+
+
+def unique(input: Any, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct elements of the flattened input in ascending order; with
+    ``return_inverse`` also each element's index among them (the input's shape), with
+    ``return_counts`` also how often each occurs. ``sorted=False`` gives the same sorted
+    result (PyTorch leaves that order unspecified)."""
+    x = as_tensor_arg(input, "unique")
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported: unique rows or slices need their own "
+                                  "comparison; call unique on the flattened tensor (dim=None)")
+    values, inverse, counts = apply("tp.unique", x)
+    out = (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return out[0] if len(out) == 1 else out
 
 
 # --- gathers and triangles -----------------------------------------------------------------
