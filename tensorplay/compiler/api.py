@@ -253,7 +253,9 @@ def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
              if re.search(rf"(?<![0-9A-Za-wyz_]){re.escape(str(s))}(?![0-9])", text)]
     if named:
         exc.add_note("(symbolic sizes in this message: " + "; ".join(
-            f"{info.symbol} is {info.source}, {info.hint} in this call" for info in named) + ")")
+            f"{info.symbol} is {info.source}, " + (f"{info.hint} in this call" if info.hint is not None else
+                                                   "a size the data decides, computed by the program")
+            for info in named) + ")")
 
 
 def _passthrough(graph: Graph) -> Callable[..., list]:

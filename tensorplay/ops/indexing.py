@@ -277,14 +277,15 @@ def _value_tensor(x: Tensor, value: Any, op: str) -> Tensor:
 
 def _strip_leading_ones(v: Tensor, rank: int) -> tuple[Any, ...]:
     shape = tuple(v.shape)
-    while len(shape) > rank and shape[0] == 1:
+    while len(shape) > rank and not sym.data_dependent(shape[0]) and shape[0] == 1:
         shape = shape[1:]
     return shape
 
 
 def _fits(shape: Sequence[Any], target: Sequence[Any]) -> bool:
     return len(shape) <= len(target) and all(
-        a == 1 or a is None or b is None or a == b for a, b in zip(reversed(shape), reversed(target)))
+        a is None or b is None or sym.known_eq(a, b) or (a == b if sym.data_dependent(a) else (a == 1 or a == b))
+        for a, b in zip(reversed(shape), reversed(target)))
 
 
 def _fit(v: Tensor, target: Sequence[Any], op: str, like: Callable[[], Tensor]) -> Tensor:
