@@ -466,8 +466,9 @@ def _unique(ctx: LowerCtx) -> list[ir.Value]:
     if has_static_zero(sizes):
         return [match_type(empty([0], vt.dtype), vt), match_type(empty(sizes, _I64), it),
                 match_type(empty([0], _I64), ct)]
-    # keys sort and compare in the dtype the values compute in (bool as int8, halves as float32)
-    kd = dt.int8 if t.dtype.is_bool else t.dtype.computes_in
+    # keys sort and compare in the dtype the values compute in: halves as float32, bool and
+    # narrow ints as int32 (SPIR-V emulates narrow ints, and not their unsigned comparisons)
+    kd = dt.int32 if t.dtype.is_bool or (t.dtype.is_integer and t.dtype.bits < 32) else t.dtype.computes_in
     flat = expand(value, [], [1]) if r == 0 else (value if r == 1 else collapse(value, [list(range(r))]))
     numel = t.numel()
     n_sizes = sizes_of(flat, TensorType((numel if is_static(numel) else None,), t.dtype))

@@ -74,6 +74,16 @@ def count(shape: Sequence[int], dims: Sequence[int]) -> int:
     return math.prod(shape[d] for d in dims)
 
 
+def at_least_one(n: Any) -> Any:
+    """``max(n, 1)`` for a size; one the data decides stays symbolic (``Max(u0, 1)``,
+    computed by the program) instead of a question no guard can answer."""
+    from .. import symbolic as sym
+
+    if sym.data_dependent(n):
+        return n._new(sym.sympy.Max(n.node, 1))
+    return max(n, 1)
+
+
 def zero_vjp(op: Any, ctx: Any, grads: Sequence[Any]) -> tuple:
     """The rule of a piecewise-constant op (rounding, sign, rounded division): zero almost
     everywhere, for every operand, as PyTorch's."""

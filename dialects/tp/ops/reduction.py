@@ -174,7 +174,7 @@ class Mean(Reduction):
     def vjp(self, ctx, grads):
         shape, _ = ctx.input_meta[0]
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / max(G.count(shape, dims), 1),)
+        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / G.at_least_one(G.count(shape, dims)),)
 
     def result_dtype(self, t, attrs):
         return attrs["dtype"] or t.dtype

@@ -659,6 +659,8 @@ class Capture:
             size = None
         if size is None or not any(isinstance(d, sym.SymInt) for d in size):
             return None
+        if any(sym.data_dependent(d) for d in size):  # (no example value to draw with)
+            return None
         if not all(isinstance(d, (int, sym.SymInt)) and not isinstance(d, bool) for d in size):
             return None
         return tuple(d.node if isinstance(d, sym.SymInt) else int(d) for d in size)
