@@ -265,6 +265,9 @@ def test_a_function_that_breaks_computes_its_data_dependent_sizes_in_segments():
         got = c(tp.tensor(a))
         _same(got, f(tp.tensor(a)))
         assert isinstance(got[2], int)
+    report = tp.compiler.explain(f, tp.tensor(PATTERNS["some"]))
+    assert [b.reason for b in report.break_reasons] == ["Tensor.item() needs the value of a captured tensor"]
+    assert report.graph_count == 2  # x[mask] and nonzero stay in the second segment
 
 
 # --- questions about sizes the data decides ----------------------------------------------------
