@@ -218,6 +218,23 @@ def test_one_compile_serves_gradients_of_every_count():
     assert f.compile_count == 2  # one forward and one backward for every count
 
 
+@pytest.mark.iree
+def test_var_and_std_differentiate_over_a_data_dependent_length():
+    def f(x):
+        y = x[x > 0]
+        return y.var() + y.std(correction=0) * 2 + y.mean()
+
+    c = tp.compile(f, fullgraph=True, backend="iree-cpu")
+    for a in (PATTERNS["some"], PATTERNS["one"], PATTERNS["none"]):  # one element: NaN; none: NaN, zero grads
+        x1, x2 = tp.tensor(a, requires_grad=True), tp.tensor(a, requires_grad=True)
+        got, want = c(x1), f(x2)
+        got.backward()
+        want.backward()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, equal_nan=True)
+        np.testing.assert_allclose(x1.grad.numpy(), x2.grad.numpy(), rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert c.compile_count == 2
+
+
 # --- assignment, shared lengths, automatic dynamic, segments ------------------------------------
 
 @pytest.mark.iree
