@@ -287,6 +287,36 @@ def test_a_function_that_breaks_computes_its_data_dependent_sizes_in_segments():
     assert report.graph_count == 2  # x[mask] and nonzero stay in the second segment
 
 
+@pytest.mark.iree
+def test_segments_after_a_break_keep_the_count_symbolic_and_serve_every_count():
+    def f(x):
+        y = x[x > 0]
+        s = float(y.sum())  # a break: y leaves the first segment with the count computed
+        return y * s, y.shape[0], tp.unique(y.round())
+
+    c = tp.compile(f, backend="iree-cpu")
+    for a in PATTERNS.values():
+        _same(c(tp.tensor(a)), f(tp.tensor(a)))
+    assert c.compile_count == 2  # two segments, each compiled once for every count
+
+
+@pytest.mark.iree
+def test_gradients_through_segments_with_a_data_dependent_count():
+    def g(x):
+        y = x[x > 0]
+        s = float(y.sum())
+        return (y * y).sum() * s
+
+    c = tp.compile(g, backend="iree-cpu")
+    for a in (PATTERNS["some"], PATTERNS["one"], PATTERNS["all"]):
+        x1, x2 = tp.tensor(a, requires_grad=True), tp.tensor(a, requires_grad=True)
+        c(x1).backward()
+        g(x2).backward()
+        np.testing.assert_allclose(x1.grad.numpy(), x2.grad.numpy(), rtol=1e-5)
+    report = tp.compiler.explain(g, tp.tensor(PATTERNS["some"], requires_grad=True))
+    assert [b.reason for b in report.break_reasons] == ["Tensor.item() needs the value of a captured tensor"]
+
+
 # --- questions about sizes the data decides ----------------------------------------------------
 
 def branch_on_count(x):

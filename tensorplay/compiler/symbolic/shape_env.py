@@ -121,6 +121,15 @@ class ShapeEnv:
         self.infos[s] = SymbolInfo(s, None, source, 0, hi, unbacked=True, loc=loc)
         return s
 
+    @classmethod
+    def of_unbacked(cls, owner: str, symbols: Any) -> ShapeEnv:
+        """An environment that knows ``symbols`` as sizes the data decides (a graph's ``u0``,
+        ...), for work on that graph after its capture (a segment's backward)."""
+        env = cls(owner)
+        for s in sorted(symbols, key=str):
+            env.infos[s] = SymbolInfo(s, None, f"a size the data decides ({s})", unbacked=True)
+        return env
+
     def unresolved(self, expr: Any = None) -> list[sympy.Symbol]:
         """The unbacked symbols (of ``expr``, or all) whose values are not known yet."""
         if expr is not None and not isinstance(expr, sympy.Basic):
