@@ -512,9 +512,6 @@ class Capture:
             inputs = tuple(None if o is None else self.value_of(o) for o in operands)
             result_types = self._data_dependent_types(op, inputs, attrs, result_types)
             return self._emit(op.name, inputs, attrs, result_types)
-        if self.shape_env.replacements and not all(t.has_static_shape for t in result_types):
-            # sizes computed by an earlier segment (resolved unbacked sizes) are constants now
-            result_types = tuple(_settled(t, self.shape_env.simplify) for t in result_types)
         inputs = tuple(None if o is None else self.value_of(o) for o in operands)
         return self._emit(op.name, inputs, attrs, result_types)
 
@@ -1296,10 +1293,6 @@ def _fold_constants(graph: Graph, bindings: list[Binding]) -> list[Binding]:
     for i, v in enumerate(graph.inputs):
         v.index = i
     return [bindings[i] for i in keep]
-
-
-def _settled(t: TensorType, simplify: Callable[[Any], Any]) -> TensorType:
-    return TensorType(tuple(sym.as_size(simplify(d)) if sym.is_symbolic(d) else d for d in t.shape), t.dtype)
 
 
 class _Dead:
