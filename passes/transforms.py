@@ -5,6 +5,7 @@ unregistered, so tp needs its own."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -58,10 +59,54 @@ class TpDce(Pass):
 
     def run(self, module: ir.Operation) -> None:
         for block in _blocks(module):
+            named: set[str] | None = None
             for op in reversed(list(block.operations)):
                 op = op.operation
-                if _is_tp(op) and not _has_uses(op):
-                    op.erase()
+                if not _is_tp(op) or _has_uses(op):
+                    continue
+                if lookup(op.name).data_dependent:
+                    # it also defines sizes the data decides (u0): kept while an op names one
+                    if named is None:
+                        named = _named_sizes(block)
+                    if _defined_sizes(op) & named:
+                        continue
+                op.erase()
+
+
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _size_names(attr: ir.Attribute) -> set[str]:
+    """Identifiers in a size attribute (``tp.shapes``, a symbolic size): the symbols it names."""
+    if isinstance(attr, ir.StringAttr):
+        return set(_NAME.findall(ir.StringAttr(attr).value))
+    if isinstance(attr, ir.ArrayAttr):
+        out: set[str] = set()
+        for a in ir.ArrayAttr(attr):
+            out |= _size_names(a)
+        return out
+    return set()
+
+
+def _defined_sizes(op: ir.Operation) -> set[str]:
+    return {str(d) for t in M.symbolic_result_types(op) for d in t.shape if d is not None and not isinstance(d, int)}
+
+
+def _named_sizes(block: ir.Block) -> set[str]:
+    """The size symbols the attributes of the ops in ``block`` name, other than the ones the
+    data-dependent ops define with their own results."""
+    out: set[str] = set()
+    for op in block.operations:
+        op = op.operation
+        if not _is_tp(op):
+            continue
+        defining = lookup(op.name).data_dependent
+        for named in op.attributes:
+            name = named if isinstance(named, str) else named.name
+            if defining and name == M.SHAPES:
+                continue
+            out |= _size_names(op.attributes[name])
+    return out
 
 
 def _attr_key(op: ir.Operation) -> tuple:

@@ -54,6 +54,7 @@ from .ops.indexing import (
     take_along_dim,
     tril,
     triu,
+    unique,
 )
 from .ops.linalg import bmm, dot, einsum, ger, inner, matmul, mm, mv, outer
 from .ops.creation import (

@@ -828,7 +828,7 @@ _FORWARDED = {
         "movedim", "narrow", "flip", "repeat", "tile",
     ],
     "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
-           "scatter_add"],
+           "scatter_add", "unique"],
     "_L": ["matmul", "mm", "bmm", "dot", "outer"],
 }
 for _module_attr, _names in _FORWARDED.items():

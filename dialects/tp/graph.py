@@ -15,7 +15,7 @@ from . import symbolic as sym
 from .registry import Op, lookup
 from .types import TensorType
 
-__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret"]
+__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret", "data_dependent_symbols"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,16 @@ class Graph:
         return used
 
 
+def data_dependent_symbols(graph: Graph) -> set:
+    """The size symbols that results of data-dependent ops (``tp.nonzero``) define."""
+    out: set = set()
+    for node in graph.nodes:
+        if node.callee is None and node.opdef.data_dependent:
+            for r in node.results:
+                out |= {d for d in r.type.shape if sym.is_symbolic(d) and d.is_Symbol}
+    return out
+
+
 def interpret(graph: Graph, arrays: Sequence[Any]) -> list[Any]:
     """Evaluate ``graph`` on numpy ``arrays`` (one per input) with each op's reference
     implementation, as eager mode would; call nodes evaluate their callee."""
@@ -167,6 +177,10 @@ def interpret(graph: Graph, arrays: Sequence[Any]) -> list[Any]:
             results = node.opdef.evaluate(operands, attrs, [r.type for r in node.results])
         for value, array in zip(node.results, results):
             env[id(value)] = array
+            if node.callee is None and node.opdef.data_dependent:  # sizes the data decided
+                for d, size in enumerate(value.type.shape):
+                    if sym.is_symbolic(size) and size.is_Symbol:
+                        sizes.setdefault(size, int(np.shape(array)[d]))
     return [env[id(v)] for v in graph.outputs]
 
 

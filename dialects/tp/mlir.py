@@ -20,7 +20,7 @@ from .. import ir as _ir
 from . import dtypes as dt
 from . import symbolic as sym
 from .errors import OpError
-from .graph import CALL, Graph, SourceLoc, Value
+from .graph import CALL, Graph, SourceLoc, Value, data_dependent_symbols
 from .registry import Attr, AttrKind, Op, lookup
 from .types import TensorType
 
@@ -259,7 +259,8 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
         # a callee is a nested compile region: IREE would otherwise inline it at every call site
         # and compile the body once per site (noinline keeps one function, one set of dispatches)
         fn.attributes["noinline"] = ir.UnitAttr.get()
-    if any(sym.is_symbolic(d) for v in graph.inputs for d in v.type.shape):
+    if any(sym.is_symbolic(d) for v in graph.inputs for d in v.type.shape) or graph.size_symbols_used():
+        # (also when only sizes the data decides are symbolic: the lowering reads them then)
         fn.attributes[ARG_SHAPES] = _shapes_attr([v.type for v in graph.inputs])
     _check_bound(graph)
     block = fn.add_entry_block()
@@ -290,16 +291,19 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
 
 
 def _check_bound(graph: Graph) -> None:
-    """Every size symbol of a graph must be the size of one of its inputs' dimensions: that
-    is where the compiled function reads it."""
+    """Every size symbol of a graph must be the size of one of its inputs' dimensions, or a
+    size the data decides, a dimension of a data-dependent op's result: that is where the
+    compiled function reads it."""
     bound = sym.free_symbols([d for v in graph.inputs for d in v.type.shape
                               if sym.is_symbolic(d) and d.is_Symbol])
+    bound |= data_dependent_symbols(graph)
     used = graph.size_symbols_used(outputs=False)
     missing = used - bound
     if missing:
         names = ", ".join(sorted(str(s) for s in missing))
         raise ValueError(f"graph @{graph.name} uses the symbolic size(s) {names}, which are not the size of "
-                         f"any input dimension")
+                         f"any input dimension or of a data-dependent op's result")
+
 
 
 def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:

@@ -165,6 +165,13 @@ class Op:
     #: False for ops whose results carry no gradient (comparisons, integer-valued results,
     #: ops without tensor operands); every other op defines :meth:`vjp`.
     differentiable: ClassVar[bool] = True
+    #: True for ops whose result sizes the data decides (``tp.nonzero``'s row count): their
+    #: inference gives those dims as None, and a capture makes each one a new *unbacked*
+    #: size symbol (``u0``, ...) computed by the program, one per application (every None dim of
+    #: its results is that one size); at most :meth:`size_bound`.
+    data_dependent: ClassVar[bool] = False
+    #: what that size is, for messages ("the number of nonzero elements")
+    data_size: ClassVar[str] = "a size its data decides"
     #: the gradient rule: ``vjp(ctx, grads)`` returns one gradient (or None) per operand, given
     #: the gradients of the results, built from tp ops applied to tensors (tensor methods or
     #: ``ctx.apply_op``), so the same rule serves eager autograd and backward graphs. ``ctx``
@@ -173,6 +180,12 @@ class Op:
     #: gradients in the shape and dtype of the computation: summing over broadcast dims and
     #: casting to each operand's dtype is the engine's (tensorplay/autograd/engine.py).
     vjp: ClassVar[Any] = None
+
+    def size_bound(self, types: Sequence[TensorType | None], attrs: dict[str, Any]) -> Any:
+        """For a :attr:`data_dependent` op: an upper bound of its data-decided sizes (an int
+        or a size expression; None when unknown). The element count of the first operand."""
+        t = types[0] if types else None
+        return None if t is None else t.numel()
 
     # -- description ---------------------------------------------------------------------
     @property

@@ -36,7 +36,7 @@ __all__ = [
     "Size", "SizeOracle", "SymInt", "size_symbol", "is_symbolic", "as_size", "size_text", "parse_size",
     "free_symbols", "decide", "deciding", "current_oracle", "eq", "ne", "lt", "le", "gt", "ge", "same_size",
     "floordiv", "ceildiv", "size_max", "size_min", "substitute", "hint_of", "size_to_python", "known",
-    "known_eq", "simplify", "as_user_size", "size_description",
+    "known_eq", "simplify", "as_user_size", "size_description", "data_dependent",
 ]
 
 Size = Any  # int | sympy.Expr | None
@@ -247,6 +247,16 @@ def simplify(d: Size) -> Size:
     if oracle is None or not is_symbolic(d):
         return d
     return as_size(oracle.simplify(d))
+
+
+def data_dependent(d: Any) -> bool:
+    """Whether ``d`` (a user size) depends on a size the data decides that is not known yet
+    (an unbacked symbol of the capture): code that only asks "is it 1?" to take a shortcut
+    takes the general path for such a size instead of a question no guard can answer."""
+    if not isinstance(d, SymInt):
+        return False
+    unresolved = getattr(d.env, "unresolved", None)
+    return bool(unresolved is not None and unresolved(d.env.simplify(d.node)))
 
 
 def as_user_size(d: Size) -> Any:

@@ -177,6 +177,9 @@ class ConvertTpToLinalg(Pass):
                 types[value] = t
                 if sym_out is not None:
                     sym_types[value] = sym_out[k]
+                    if opdef.data_dependent:  # its sizes the data decides: read from the result
+                        with ir.InsertionPoint(op), op.location:
+                            sizes.define(sym_out[k], value)
                 old.replace_all_uses_with(value)
             op.erase()
         self._retype_signature(fn, block)

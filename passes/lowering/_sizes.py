@@ -6,8 +6,9 @@ them without emitting code for what is static.
 
 Symbolic sizes (sympy, from ``tp.shapes`` / ``tp.arg_shapes``) become such values through
 :class:`SizeValues`. A function with symbolic sizes names, for each argument dimension that
-is not static, the expression of its size (``s0``, ``s1``, ...). Every other symbolic size in
-the function is an expression over those symbols, so one compiled function serves every
+is not static, the expression of its size (``s0``, ``s1``, ...); a size the data decides
+(``u0``) is a dim of a data-dependent op's result (``tp.nonzero``), read from that result
+right after it. Every other symbolic size in the function is an expression over those symbols, so one compiled function serves every
 size: the symbols are read from the arguments with ``tensor.dim`` and the expressions
 computed with ``arith`` on ``index`` values (``floor`` is ``arith.floordivsi``, ``Mod`` is a
 floor remainder, ``Max``/``Min`` are ``arith.maxsi``/``arith.minsi``).
@@ -101,6 +102,13 @@ class SizeValues:
             for d, size in enumerate(t.shape):
                 if sym.is_symbolic(size) and size.is_Symbol and size not in self.sources:
                     self.sources[size] = (arg, d)
+
+    def define(self, t: TensorType, value: ir.Value) -> None:
+        """Symbols that first occur as dims of ``value`` (a data-dependent op's result, of
+        symbolic type ``t``) are read from it with ``tensor.dim`` at the insertion point."""
+        for d, size in enumerate(t.shape):
+            if sym.is_symbolic(size) and size.is_Symbol and size not in self.sources and size not in self._symbols:
+                self._symbols[size] = dim_value(value, d)
 
     def value(self, expr: Any) -> ir.Value:
         """``expr`` (an int or a size expression) as an ``index`` value at the current

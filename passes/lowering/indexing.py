@@ -7,7 +7,8 @@ reference rejects never read outside the input. ``tp.index_put`` is an
 ``iree_linalg_ext.scatter`` with ordered updates (repeated indices: the last write wins,
 or all add up with ``accumulate``, as in the reference). ``tp.nonzero`` numbers the
 nonzero elements with an ``iree_linalg_ext.scan`` running count and scatters their
-coordinates into a result of run-time size."""
+coordinates into a result of run-time size; ``tp.unique`` sorts (``iree_linalg_ext.sort``)
+and compacts the first element of each run of equal values the same way."""
 
 from __future__ import annotations
 
@@ -21,10 +22,12 @@ from ...dialects.tp.shapes import normalize_dim
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
 from ._builder import (cast_scalar, collapse, const_scalar, dim_map, elem_type, empty, expand, filled, generic,
-                       identity_map, linalg_ext, loop_index, match_type, parallel, ranked, scalar_add, transpose)
+                       identity_map, linalg_ext, loop_index, match_type, parallel, ranked, scalar_add, size_scalar,
+                       tensor_type, transpose)
 from ._sizes import Size, as_index, dim_value, has_static_zero, index_const, sizes_of, split_sizes
 
 _I = arith.CmpIPredicate
+_F = arith.CmpFPredicate
 _INDEX = ir.IndexType.get
 _I64 = dt.int64
 
@@ -404,6 +407,154 @@ def _nonzero(ctx: LowerCtx) -> list[ir.Value]:
     scattered = _scatter(updates, rows, dest, _I64, 1, lambda update, current: update)
     dynamic, static = split_sizes([n, r])
     return [tensor.ExtractSliceOp(ranked(out), scattered, [], dynamic, [], [0, 0], static, [1, 1]).result]
+
+
+# --- unique --------------------------------------------------------------------------------------
+
+def _before(a: ir.Value, b: ir.Value, d: dt.DType) -> ir.Value:
+    """``a`` sorts before ``b``: ascending, NaNs last (a strict weak order)."""
+    if d.is_floating_point:
+        less = arith.CmpFOp(_F.OLT, a, b).result
+        number_before_nan = arith.AndIOp(arith.CmpFOp(_F.ORD, a, a).result, arith.CmpFOp(_F.UNO, b, b).result).result
+        return arith.OrIOp(less, number_before_nan).result
+    return arith.CmpIOp(_I.slt if d.is_signed else _I.ult, a, b).result
+
+
+def _differs(a: ir.Value, b: ir.Value, d: dt.DType) -> ir.Value:
+    """``a != b`` as unique compares: a NaN differs from everything, itself included."""
+    if d.is_floating_point:
+        return arith.CmpFOp(_F.UNE, a, b).result
+    return arith.CmpIOp(_I.ne, a, b).result
+
+
+def _compact(updates: ir.Value, rows: ir.Value, count: ir.Value, spare: ir.Value, dtype: dt.DType) -> ir.Value:
+    """The ``(count,)`` tensor holding each ``updates`` element (``(n, 1)``) at its row of
+    ``rows`` (``(n, 1)``, row ``count`` for the ones dropped): a scatter into ``count + 1``
+    rows, cut to ``count``."""
+    scattered = _scatter(updates, rows, empty([spare, 1], dtype), dtype, 1, lambda update, current: update)
+    part = tensor.ExtractSliceOp(tensor_type([None, 1], elem_type(dtype)), scattered, [], [count], [],
+                                 [0, 0], [ir.ShapedType.get_dynamic_size(), 1], [1, 1]).result
+    return collapse(part, [[0, 1]])
+
+
+def _running_count(flags: ir.Value, sizes: list[Size]) -> ir.Value:
+    """The inclusive running sum of the 1-D int64 ``flags`` (an ``iree_linalg_ext.scan``)."""
+    i64 = elem_type(_I64)
+    n = sizes[0]
+    scan = linalg_ext("scan", [ranked(TensorType((n if isinstance(n, int) else None,), _I64)),
+                               ranked(TensorType((), _I64))],
+                      [flags, empty(sizes, _I64), filled([], _I64, 0)],
+                      {"dimension": ir.IntegerAttr.get(i64, 0), "inclusive": ir.BoolAttr.get(True)},
+                      [i64, i64], lambda a: arith.AddIOp(a[0], a[1]).result)
+    return scan.results[0]
+
+
+@lowers("tp.unique", summary="`iree_linalg_ext.sort` of the values (with their positions when the "
+                             "inverse is read); a first-of-its-group mask from adjacent differences "
+                             "numbered by an `iree_linalg_ext.scan` running count; "
+                             "`iree_linalg_ext.scatter` of each group's first value and sorted "
+                             "position into count-sized results (counts: next start minus start), "
+                             "and of each element's group to its original position (inverse); "
+                             "results nobody reads are not computed")
+def _unique(ctx: LowerCtx) -> list[ir.Value]:
+    value, t = ctx.operands[0], ctx.in_types[0]
+    vt, it, ct = ctx.out_types
+    used = [any(True for _ in r.uses) for r in ctx.op.results]
+    r = t.rank
+    i64 = elem_type(_I64)
+    sizes = sizes_of(value, t)
+    if has_static_zero(sizes):
+        return [match_type(empty([0], vt.dtype), vt), match_type(empty(sizes, _I64), it),
+                match_type(empty([0], _I64), ct)]
+    # keys sort and compare in the dtype the values compute in: halves as float32, bool and
+    # narrow ints as int32 (SPIR-V emulates narrow ints, and not their unsigned comparisons)
+    kd = dt.int32 if t.dtype.is_bool or (t.dtype.is_integer and t.dtype.bits < 32) else t.dtype.computes_in
+    flat = expand(value, [], [1]) if r == 0 else (value if r == 1 else collapse(value, [list(range(r))]))
+    numel = t.numel()
+    n_sizes = sizes_of(flat, TensorType((numel if is_static(numel) else None,), t.dtype))
+    n = n_sizes[0]
+    line, column = identity_map(1), dim_map(2, [0])
+    keys = flat if kd is t.dtype else parallel(empty(n_sizes, kd), [(flat, line)],
+                                               lambda a: cast_scalar(a[0], t.dtype, kd))
+    ke = elem_type(kd)
+    sort_attrs = {"dimension": ir.IntegerAttr.get(i64, 0)}
+    if used[1]:
+        # the inverse needs each sorted element's position: sorted along, ties by position.
+        # (IREE 3.13 sorts the positions in place: nothing else may read that iota, and a
+        # sort result nobody reads becomes an unbounded stack buffer under dynamic sizes,
+        # hence the plain sort below when the inverse is not read)
+        positions = parallel(empty(n_sizes, _I64), [], lambda _: arith.IndexCastOp(i64, loop_index(0)).result)
+        true = const_scalar(True, dt.bool_)
+
+        def order(a: list[ir.Value]) -> ir.Value:  # (key, key', position, position')
+            tied = arith.XOrIOp(_before(a[1], a[0], kd), true).result
+            earlier = arith.CmpIOp(_I.slt, a[2], a[3]).result
+            return arith.OrIOp(_before(a[0], a[1], kd), arith.AndIOp(tied, earlier).result).result
+
+        sort = linalg_ext("sort", [keys.type, positions.type], [keys, positions],
+                          {**sort_attrs, "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 2])},
+                          [ke, ke, i64, i64], order)
+        ordered, perm = sort.results
+    else:
+        sort = linalg_ext("sort", [keys.type], [keys],
+                          {**sort_attrs, "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0, 1])},
+                          [ke, ke], lambda a: _before(a[0], a[1], kd))
+        ordered, perm = sort.results[0], None
+
+    def first_of_group(a: list[ir.Value]) -> ir.Value:
+        i = loop_index(0)
+        prev = tensor.ExtractOp(ordered, [arith.MaxSIOp(arith.SubIOp(i, index_const(1)).result,
+                                                         index_const(0)).result]).result
+        first = arith.CmpIOp(_I.eq, i, index_const(0)).result
+        return arith.ExtUIOp(i64, arith.OrIOp(first, _differs(a[0], prev, kd)).result).result
+
+    flags = parallel(empty(n_sizes, _I64), [(ordered, line)], first_of_group)
+    running = _running_count(flags, n_sizes)  # the 1-based group of each sorted element
+    u64 = tensor.ExtractOp(_sum_1d(flags, filled([], _I64, 0)), []).result  # (see tp.nonzero)
+    u = arith.IndexCastOp(_INDEX(), u64).result
+    spare = arith.AddIOp(u, index_const(1)).result
+
+    def row(a: list[ir.Value]) -> ir.Value:  # a group's first element goes to the group's row
+        taken = arith.CmpIOp(_I.ne, a[0], const_scalar(0, _I64)).result
+        return arith.SelectOp(taken, arith.SubIOp(a[1], const_scalar(1, _I64)).result, u64).result
+
+    rows = parallel(empty(n_sizes + [1], _I64), [(flags, column), (running, column)], row)
+    values = _compact(expand(ordered, [[0, 1]], n_sizes + [1]), rows, u, spare, kd)
+    if kd is not t.dtype:
+        values = parallel(empty([u], t.dtype), [(values, line)], lambda a: cast_scalar(a[0], kd, t.dtype))
+    results = [match_type(values, vt)]
+    if used[1]:  # each element's group, scattered to its original position
+        groups = parallel(empty(n_sizes + [1], _I64), [(running, column)],
+                          lambda a: arith.SubIOp(a[0], const_scalar(1, _I64)).result)
+        at = expand(perm, [[0, 1]], n_sizes + [1])
+        inverse = collapse(_scatter(groups, at, empty(n_sizes + [1], _I64), _I64, 1,
+                                    lambda update, current: update), [[0, 1]])
+        inverse = collapse(inverse, []) if r == 0 else (inverse if r == 1 else
+                                                        expand(inverse, [list(range(r))], sizes))
+        results.append(match_type(inverse, it))
+    else:
+        results.append(match_type(empty(sizes, _I64), it))
+    if used[2]:
+        # each group's first sorted position (-1 elsewhere, dropped anyway: a plain iota here
+        # would be merged with the one the sort sorted in place)
+        def position(a: list[ir.Value]) -> ir.Value:
+            first = arith.CmpIOp(_I.ne, a[0], const_scalar(0, _I64)).result
+            return arith.SelectOp(first, arith.IndexCastOp(i64, loop_index(0)).result, const_scalar(-1, _I64)).result
+
+        firsts = parallel(empty(n_sizes + [1], _I64), [(flags, column)], position)
+        starts = _compact(firsts, rows, u, spare, _I64)
+        end = size_scalar(n, _I64)
+
+        def count(a: list[ir.Value]) -> ir.Value:  # the next group's start (or n + 1) minus this one's
+            nxt = arith.AddIOp(loop_index(0), index_const(1)).result
+            has_next = arith.CmpIOp(_I.slt, nxt, u).result
+            later = tensor.ExtractOp(starts, [arith.MinSIOp(nxt, arith.SubIOp(u, index_const(1)).result).result]).result
+            return arith.SubIOp(arith.SelectOp(has_next, later, end).result, a[0]).result
+
+        results.append(match_type(parallel(empty([u], _I64), [(starts, line)], count), ct))
+    else:
+        results.append(match_type(empty([0], _I64), ct))
+    return results
 
 
 def _sum_1d(values: ir.Value, init: ir.Value) -> ir.Value:

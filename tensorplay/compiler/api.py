@@ -27,7 +27,7 @@ from .._tensor import Tensor
 from ..autograd.engine import NoBackward
 from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
-from ..dialects.tp.graph import Graph
+from ..dialects.tp.graph import Graph, data_dependent_symbols
 from ..nn.modules.module import Module
 from . import dynamic_decisions, tracedir
 from ._logging import get_logger
@@ -54,6 +54,7 @@ from ..dialects.tp.errors import OpError
 from .dynamic_shapes import check_dynamic_shapes, check_named_dims, normalize_dynamic_shapes
 from .errors import GraphCaptureError
 from .symbolic.guard import ShapeGuard
+from .symbolic.shape_env import ShapeEnv
 
 __all__ = ["compile", "reset", "is_compiling", "is_exporting", "exporting", "CompiledFunction",
            "CompiledModule", "register_reset_hook", "DEFAULT_RECOMPILE_LIMIT"]
@@ -180,6 +181,9 @@ class Entry:
             elif kind == "object":
                 b = item[1]
                 result.append(leaves[b.index] if isinstance(b, ArgInput) else b.tensor)
+            elif kind == "size":  # a size the data decided, computed by the program
+                out = outs[item[1]]
+                result.append(int(out.to_host() if type(out) is DeviceArray else np.asarray(out)))
             else:
                 result.append(item[1])
         return pytree.unflatten(self.out_tree, result)
@@ -250,7 +254,9 @@ def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
              if re.search(rf"(?<![0-9A-Za-wyz_]){re.escape(str(s))}(?![0-9])", text)]
     if named:
         exc.add_note("(symbolic sizes in this message: " + "; ".join(
-            f"{info.symbol} is {info.source}, {info.hint} in this call" for info in named) + ")")
+            f"{info.symbol} is {info.source}, " + (f"{info.hint} in this call" if info.hint is not None else
+                                                   "a size the data decides, computed by the program")
+            for info in named) + ")")
 
 
 def _passthrough(graph: Graph) -> Callable[..., list]:
@@ -870,7 +876,9 @@ class CompiledFunction:
 
                 return [o._data for o in outs], follow
             name = graph.name = f"{self.name}_segment{len(group.segments)}"
-            training = self._differentiator(None, name)(graph, requires)
+            symbols = data_dependent_symbols(graph)  # (its other sizes are fixed for this call)
+            env = ShapeEnv.of_unbacked(name, symbols) if symbols else None
+            training = self._differentiator(None, name)(graph, requires, env)
             backend = self._backend_for(arrays)
             runner = compile_graph(graph, arrays, backend)
             if isinstance(training, Differentiated):

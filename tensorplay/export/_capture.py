@@ -304,6 +304,8 @@ def _shape(trace: TraceResult, entry: str, method: str, overload: int | None, le
                 leaf_nodes.append(result(arg_of_leaf[b.index]))
             else:
                 leaf_nodes.append(result(weight_input(b, by_binding.get(id(b)))))
+        elif kind == "size":  # a size the program computes: the runtime returns its int
+            leaf_nodes.append({**result(graph.outputs[item[1]]), "t": "size"})
         else:
             leaf_nodes.append({"t": "const", "v": _json_constant(item[1], where)})
     stores: list[tuple[Weight, int]] = []
@@ -341,7 +343,8 @@ def _dim_names(trace: TraceResult) -> Any:
     from ..dialects.tp import symbolic as sym
 
     env = trace.shape_env
-    names = {s: info.name or info.source for s, info in env.infos.items()} if env is not None else {}
+    names = {s: info.name or (str(s) if info.unbacked else info.source)
+             for s, info in env.infos.items()} if env is not None else {}
 
     def text(shape: tuple) -> tuple[int | str, ...]:
         out: list[int | str] = []

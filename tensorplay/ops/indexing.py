@@ -36,7 +36,7 @@ from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_t
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
 __all__ = [
     "index_put", "masked_fill", "gather", "index_select", "take_along_dim", "tril", "triu", "nonzero",
-    "argwhere", "masked_select", "scatter", "scatter_add",
+    "argwhere", "masked_select", "scatter", "scatter_add", "unique",
 ]
 
 
@@ -277,14 +277,15 @@ def _value_tensor(x: Tensor, value: Any, op: str) -> Tensor:
 
 def _strip_leading_ones(v: Tensor, rank: int) -> tuple[Any, ...]:
     shape = tuple(v.shape)
-    while len(shape) > rank and shape[0] == 1:
+    while len(shape) > rank and not sym.data_dependent(shape[0]) and shape[0] == 1:
         shape = shape[1:]
     return shape
 
 
 def _fits(shape: Sequence[Any], target: Sequence[Any]) -> bool:
     return len(shape) <= len(target) and all(
-        a == 1 or a is None or b is None or a == b for a, b in zip(reversed(shape), reversed(target)))
+        a is None or b is None or sym.known_eq(a, b) or (a == b if sym.data_dependent(a) else (a == 1 or a == b))
+        for a, b in zip(reversed(shape), reversed(target)))
 
 
 def _fit(v: Tensor, target: Sequence[Any], op: str, like: Callable[[], Tensor]) -> Tensor:
@@ -417,6 +418,21 @@ def nonzero(input: Any, *, as_tuple: bool = False) -> Any:
 
 def argwhere(input: Any) -> Tensor:
     return apply("tp.nonzero", as_tensor_arg(input, "argwhere"))
+
+
+def unique(input: Any, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """The distinct elements of the flattened input in ascending order; with
+    ``return_inverse`` also each element's index among them (the input's shape), with
+    ``return_counts`` also how often each occurs. ``sorted=False`` gives the same sorted
+    result (PyTorch leaves that order unspecified)."""
+    x = as_tensor_arg(input, "unique")
+    if dim is not None:
+        raise NotImplementedError("unique(dim=...) is not supported: unique rows or slices need their own "
+                                  "comparison; call unique on the flattened tensor (dim=None)")
+    values, inverse, counts = apply("tp.unique", x)
+    out = (values,) + ((inverse,) if return_inverse else ()) + ((counts,) if return_counts else ())
+    return out[0] if len(out) == 1 else out
 
 
 # --- gathers and triangles -----------------------------------------------------------------

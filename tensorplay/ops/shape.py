@@ -357,7 +357,16 @@ def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None =
     if not xs:
         raise ShapeError("cat(): expected a non-empty list of Tensors")
     dtype = _common_dtype(xs)
-    kept = [x for x in xs if not (x.ndim == 1 and x.shape[0] == 0)] or xs[:1]
+    every_1d = all(x.ndim == 1 for x in xs)
+
+    def skipped(x: Tensor) -> bool:
+        if x.ndim != 1:
+            return False
+        if every_1d:  # joining 1-D tensors, an empty one adds nothing whether skipped or not:
+            return sym.known_eq(x.shape[0], 0)  # no question about a symbolic size
+        return x.shape[0] == 0
+
+    kept = [x for x in xs if not skipped(x)] or xs[:1]
     return apply("tp.concat", *[_cast(x, dtype) for x in kept], dim=_dim_arg(dim, axis))
 
 

@@ -98,7 +98,9 @@ class EntrySignature:
     """What an entry point takes and returns.
 
     ``tree`` describes the Python structure of the results: ``{"t": "out", "i": k}`` for the
-    k-th result tensor, ``{"t": "const", "v": ...}`` for a constant (e.g. None), and
+    k-th result tensor, ``{"t": "size", "i": k}`` for a size the program computed (the k-th
+    result, a 0-d int64 tensor, returned as a Python int: ``y.shape[0]`` of ``y = x[mask]``),
+    ``{"t": "const", "v": ...}`` for a constant (e.g. None), and
     ``tuple``/``list``/``dict``/``namedtuple`` containers of those.
 
     ``dims`` describes the dynamic dimensions of the arguments (None when every size is
@@ -134,6 +136,8 @@ class EntrySignature:
         kind = node["t"]
         if kind == "out":
             return str(self.outputs[node["i"]])
+        if kind == "size":
+            return "int"
         if kind == "const":
             return repr(node["v"])
         parts = [self._format_tree(c) for c in node["c"]]
@@ -291,7 +295,7 @@ def _parse_record(text: Any, what: str) -> dict[str, Any]:
     return d
 
 
-_TREE_KINDS = ("out", "const", "tuple", "list", "dict", "namedtuple")
+_TREE_KINDS = ("out", "size", "const", "tuple", "list", "dict", "namedtuple")
 
 
 def _check_tree(node: Any, n_outputs: int, depth: int) -> None:
@@ -301,7 +305,7 @@ def _check_tree(node: Any, n_outputs: int, depth: int) -> None:
     _expect(isinstance(node, dict) and node.get("t") in _TREE_KINDS,
             f"unknown result structure {_short(node)}")
     kind = node["t"]
-    if kind == "out":
+    if kind in ("out", "size"):
         i = node.get("i")
         _expect(type(i) is int and 0 <= i < n_outputs, f"the result structure names result {_short(i)} of "
                                                        f"{n_outputs}")
@@ -519,6 +523,9 @@ def _build(node: dict[str, Any], results: list[np.ndarray]) -> Any:
     kind = node["t"]
     if kind == "out":
         return results[node["i"]]
+    if kind == "size":
+        r = results[node["i"]]
+        return int(r.to_host() if hasattr(r, "to_host") else np.asarray(r))
     if kind == "const":
         return node["v"]
     children = [_build(c, results) for c in node["c"]]

@@ -170,14 +170,19 @@ def test_module_with_print_in_forward_runs_in_segments(backend, capsys):
     assert backend.count == 2
 
 
-def test_data_dependent_output_shape_is_a_break(backend):
+def test_a_python_decision_on_a_data_dependent_size_is_a_break(backend):
     def f(x):
-        return tp.nonzero(x > 0) * 2
+        n = tp.nonzero(x > 0) * 2  # one graph: its row count is a size the program computes
+        if n.shape[0] > 1:
+            return n + 1
+        return n
 
-    with pytest.raises(GraphCaptureError, match=r"tp.nonzero has a data-dependent output shape"):
+    line = _line_of(f, "if n.shape[0] > 1:")
+    with pytest.raises(GraphCaptureError, match=rf"at {__file__}:{line}: > on a size \(u0 > 1\) depends on "
+                                                r"u0 = the number of nonzero elements \(tp.nonzero at "):
         tp.compile(f, backend=backend, fullgraph=True)(tp.ones(3))
-    x = tp.tensor([1.0, -1.0, 2.0])
-    np.testing.assert_array_equal(tp.compile(f, backend=backend)(x).detach().numpy(), f(x).detach().numpy())
+    for x in (tp.tensor([1.0, -1.0, 2.0]), tp.tensor([1.0, -1.0, -2.0])):
+        np.testing.assert_array_equal(tp.compile(f, backend=backend)(x).detach().numpy(), f(x).detach().numpy())
 
 
 def test_breaks_are_logged_with_file_and_line(backend, caplog):

@@ -715,6 +715,13 @@ func.func @op_trunc_div(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tenso
   return %0 : tensor<3x4xf32>
 }
 
+// CHECK-LABEL: func.func @op_unique(
+// CHECK-NEXT: %0:3 = "tp.unique"(%arg0) : (tensor<3x4xf32>) -> (tensor<?xf32>, tensor<3x4xi64>, tensor<?xi64>)
+func.func @op_unique(%arg0: tensor<3x4xf32>) -> (tensor<?xf32>, tensor<3x4xi64>, tensor<?xi64>) {
+  %0:3 = "tp.unique"(%arg0) : (tensor<3x4xf32>) -> (tensor<?xf32>, tensor<3x4xi64>, tensor<?xi64>)
+  return %0#0, %0#1, %0#2 : tensor<?xf32>, tensor<3x4xi64>, tensor<?xi64>
+}
+
 // CHECK-LABEL: func.func @op_var(
 // CHECK-NEXT: %0 = "tp.var"(%arg0) {correction = 1.000000e+00 : f64, keepdim = false} : (tensor<3x4x5xf32>) -> tensor<f32>
 func.func @op_var(%arg0: tensor<3x4x5xf32>) -> tensor<f32> {

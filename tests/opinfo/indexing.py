@@ -1,5 +1,5 @@
 """Indexing cases: ``tensor[key]`` and ``tensor[key] = value`` for every key kind, index_put,
-masked_fill, masked_select, gather, index_select, take_along_dim, tril/triu and nonzero."""
+masked_fill, masked_select, gather, index_select, take_along_dim, tril/triu, nonzero and unique."""
 
 from __future__ import annotations
 
@@ -256,6 +256,34 @@ def _nonzero_tuple_ref(a):
     return tuple(np.nonzero(a))
 
 
+# --- unique ----------------------------------------------------------------------------------
+
+def _repeating(rng, shape, dtype):
+    """Data with repeated values (a few distinct ones)."""
+    if dtype is tp.bool:
+        return make_arg(rng, shape, dtype)
+    low = 0 if dtype.is_integer and not dtype.is_signed else -2
+    return np.asarray(rng.integers(low, 3, size=shape)).astype(dtype.np_dtype)
+
+
+def _unique_samples(rng, dtype):
+    out = [Sample((_repeating(rng, s, dtype),), desc=desc) for s, desc in
+           (((3, 4), "2-d"), ((7,), "1-d"), ((2, 3, 2), "3-d"), ((), "0-d"), ((0, 3), "empty"))]
+    out.append(Sample((np.full((5,), 1, dtype.np_dtype),), desc="one value"))
+    if dtype.is_floating_point:
+        a = _repeating(rng, (6,), dtype)
+        a[[1, 4]] = np.nan
+        out.append(Sample((a,), desc="NaNs (each one distinct)"))
+    return out
+
+
+def _unique_ref(a, **kw):
+    values, inverse, counts = np.unique(a.reshape(-1), return_inverse=True, return_counts=True, equal_nan=False)
+    out = (values.astype(a.dtype),) + ((inverse.reshape(a.shape),) if kw.get("return_inverse") else ()) + \
+        ((counts,) if kw.get("return_counts") else ())
+    return out[0] if len(out) == 1 else out
+
+
 # --- gather, index_select, take_along_dim, tril/triu --------------------------------------------
 
 def _gather_samples(rng, dtype):
@@ -403,6 +431,11 @@ OPS = [
     OpInfo("argwhere", lambda lib, a: lib.argwhere(a), _nonzero_ref, _nonzero_samples, dtypes=(tp.float32,)),
     OpInfo("where_one_argument", lambda lib, a: lib.where(a), _nonzero_tuple_ref, _nonzero_samples,
            dtypes=(tp.bool,)),
+    OpInfo("unique", lambda lib, a: lib.unique(a), _unique_ref, _unique_samples, dtypes=ALL_DTYPES),
+    OpInfo("unique_inverse_counts", lambda lib, a: lib.unique(a, return_inverse=True, return_counts=True),
+           lambda a: _unique_ref(a, return_inverse=True, return_counts=True), _unique_samples, dtypes=ALL_DTYPES),
+    OpInfo("unique_method_counts", lambda lib, a: a.unique(sorted=True, return_counts=True),
+           lambda a: _unique_ref(a, return_counts=True), _unique_samples, dtypes=(tp.float32, tp.int64)),
     OpInfo("gather", lambda lib, a, d, i: a.gather(d, i), _gather_ref, _gather_samples, dtypes=ALL_DTYPES),
     OpInfo("scatter", lambda lib, a, d, i, src: a.scatter(d, i, src), _scatter_ref, _scatter_samples,
            dtypes=NUMERIC),

@@ -59,15 +59,29 @@ def reduced_dims(dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:
 
 def unreduce(g: Any, shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Any:
     """A reduction's result gradient broadcast back over the input ``shape``."""
+    from .. import symbolic as sym
+
     shape = tuple(shape)
     if not keepdim:
         kept = tuple(1 if i in dims else n for i, n in enumerate(shape))
         g = g.reshape(kept)
-    return g.expand(shape) if tuple(g.shape) != shape else g
+    # compared without deciding anything: a size the data decides cannot be asked about
+    same = len(g.shape) == len(shape) and all(sym.known_eq(a, b) for a, b in zip(g.shape, shape))
+    return g if same else g.expand(shape)
 
 
 def count(shape: Sequence[int], dims: Sequence[int]) -> int:
     return math.prod(shape[d] for d in dims)
+
+
+def at_least_one(n: Any) -> Any:
+    """``max(n, 1)`` for a size; one the data decides stays symbolic (``Max(u0, 1)``,
+    computed by the program) instead of a question no guard can answer."""
+    from .. import symbolic as sym
+
+    if sym.data_dependent(n):
+        return n._new(sym.sympy.Max(n.node, 1))
+    return max(n, 1)
 
 
 def zero_vjp(op: Any, ctx: Any, grads: Sequence[Any]) -> tuple:

@@ -319,10 +319,13 @@ class Triu(Triangle):
 class Nonzero(Indexing):
     """Coordinates of the nonzero elements: an int64 ``[n, rank]`` tensor, ``n`` dynamic.
 
-    Rows come in row-major order; ``n`` is known only at run time."""
+    Rows come in row-major order; ``n`` is known only at run time (under capture, a size
+    symbol the program computes). Integer coordinates: no gradient."""
 
     name = "tp.nonzero"
     differentiable = False
+    data_dependent = True
+    data_size = "the number of nonzero elements"
     operands = (Operand("input"),)
 
     def infer(self, types, attrs):
@@ -330,3 +333,32 @@ class Nonzero(Indexing):
 
     def reference(self, arrays, attrs):
         return np.argwhere(arrays[0]).astype(np.int64)
+
+
+@register
+class Unique(Indexing):
+    """The distinct elements in ascending order, each element's index among them, and their counts.
+
+    Results: ``values`` (1-D: the distinct elements of the flattened input, ascending, NaNs
+    last and each one distinct, as PyTorch's), ``inverse`` (int64, the input's shape: where
+    each element is in ``values``) and ``counts`` (int64, like ``values``: how often each
+    occurs). Their length is known only at run time (under capture, a size symbol the program
+    computes). Not differentiable: PyTorch defines no gradient for it either."""
+
+    name = "tp.unique"
+    differentiable = False
+    data_dependent = True
+    data_size = "the number of distinct elements"
+    operands = (Operand("input"),)
+    results = ("values", "inverse", "counts")
+
+    def infer(self, types, attrs):
+        t = types[0]
+        return (TensorType((None,), t.dtype), TensorType(t.shape, dt.int64), TensorType((None,), dt.int64))
+
+    def reference(self, arrays, attrs):
+        x = np.asarray(arrays[0])
+        dtype = dt.from_numpy_dtype(x.dtype)
+        flat = x.reshape(-1).astype(dtype.computes_in.np_dtype, copy=False)
+        values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True, equal_nan=False)
+        return (values.astype(x.dtype), inverse.reshape(x.shape).astype(np.int64), counts.astype(np.int64))

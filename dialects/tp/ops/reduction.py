@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes as dt
+from .. import symbolic as sym
 from ..errors import AttributeError_, DimError, DTypeError, ShapeError
 from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
@@ -174,7 +175,7 @@ class Mean(Reduction):
     def vjp(self, ctx, grads):
         shape, _ = ctx.input_meta[0]
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / max(G.count(shape, dims), 1),)
+        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / G.at_least_one(G.count(shape, dims)),)
 
     def result_dtype(self, t, attrs):
         return attrs["dtype"] or t.dtype
@@ -310,9 +311,14 @@ class Var(Reduction):
         x = ctx.input(0)
         shape = tuple(x.shape)
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        n = G.count(shape, dims) - ctx.attrs["correction"]
+        n = G.count(shape, dims)
         centered = x - x.mean(dim=dims, keepdim=True) if dims else x - x
-        scale = 2.0 / n if n != 0 else math.inf  # no degrees of freedom: NaN, as PyTorch's
+        if isinstance(n, sym.SymInt):  # a symbolic count (one the data decides): the program computes the scale
+            dof = ctx.apply_op("tp.full", shape=(), value=n, dtype=x.dtype) - ctx.attrs["correction"]
+            scale = 2.0 / dof  # (inf without degrees of freedom, as below)
+        else:
+            n = n - ctx.attrs["correction"]
+            scale = 2.0 / n if n != 0 else math.inf  # no degrees of freedom: NaN, as PyTorch's
         return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) * centered * scale,)
 
     def check(self, t, dims, attrs):

@@ -11,6 +11,7 @@ segments, eager ops and nested compiled calls chain.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from ..._grad_mode import is_grad_enabled
 from ..._tensor import Tensor
 from ...autograd.engine import GraphNode, edge_of
+from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph
 from ...runtime.storage import DeviceArray
 from .._logging import get_logger
@@ -153,10 +155,11 @@ def differentiate(graph: Graph, requires: Sequence[int], name: str, *, shape_env
                   partitioner: str = "min_cut") -> Differentiated:
     """Build the backward of ``graph`` for its inputs at ``requires`` and split the two
     (``graph`` gains the saved values as outputs). Raises :class:`NotDifferentiable`."""
-    joint = build_joint(graph, requires, shape_env=shape_env)
+    with sym.deciding(shape_env) if shape_env is not None else contextlib.nullcontext():
+        joint = build_joint(graph, requires, shape_env=shape_env)
     hint = None
     if shape_env is not None:
-        hint = shape_env.hint
+        hint = shape_env.size_hint  # (sizes the data decides count as a typical size)
     parts = partition(joint, name, partitioner=partitioner, hint=hint)
     out = Differentiated(joint, parts, name)
     if _log_perf.isEnabledFor(logging.INFO):

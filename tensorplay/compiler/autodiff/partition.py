@@ -93,6 +93,7 @@ def partition(joint: Joint, name: str, *, partitioner: str = "min_cut",
         keep, recompute = set(needed), set()
     else:
         keep, recompute = _min_cut(graph, producer, needed, size)
+    _bind_sizes(graph, producer, joint, keep, recompute)
     inputs = {v: i for i, v in enumerate(graph.inputs)}
     saved_inputs = [inputs[v] for v in graph.inputs if v in keep]
     saved = [v for n in graph.nodes for v in n.results if v in keep]
@@ -109,6 +110,29 @@ def partition(joint: Joint, name: str, *, partitioner: str = "min_cut",
     backward = _subgraph(f"{name}_backward", redo + list(joint.backward), bw_inputs, grads)
     return Partition(graph, n_outputs, saved_inputs, saved, backward, slots, len(redo),
                      sum(size[v] for v in saved), saved_all, partitioner)
+
+
+def _bind_sizes(graph: Graph, producer: dict[Value, Node], joint: Joint, keep: set[Value],
+                recompute: set[Value]) -> None:
+    """Every size symbol the backward computes with must be a dim of one of its inputs:
+    where only an attribute uses one (an ``expand`` to ``(u0,)``), a forward value with that
+    dim is saved too (the smallest; an input when one has it)."""
+    redo = [n for n in graph.nodes if any(r in recompute for r in n.results)]
+    used = _Nodes(redo + list(joint.backward)).size_symbols_used(outputs=False)
+    bound = set()
+    for v in list(keep) + list(joint.tangents):
+        bound |= {d for d in v.type.shape if sym.is_symbolic(d) and d.is_Symbol}
+    for s in used - bound:
+        holders = [v for v in list(graph.inputs) + list(producer) if s in v.type.shape]
+        if holders:
+            best = min(holders, key=lambda v: (v in producer, value_bytes(v)))
+            keep.add(best)
+            recompute.discard(best)
+
+
+class _Nodes(Graph):
+    def __init__(self, nodes: list[Node]):
+        super().__init__("backward", [], nodes, [])
 
 
 _INF = math.inf

@@ -395,9 +395,12 @@ class IreeBackend:
         vmfb = self._compile(prepared.graph, options, emitted)
         runner = self._load(vmfb, prepared, options)
         if self.spec.empty_dispatch_fails:
+            from ...dialects.tp.mlir import data_dependent_symbols
+
             empty = empty_sizes_check(graph)
-            if empty is not None:
-                return _EmptyGuarded(runner, graph, empty, self.name)
+            data_sizes = bool(data_dependent_symbols(graph))
+            if empty is not None or data_sizes:
+                return _EmptyGuarded(runner, graph, empty, self.name, retry=data_sizes)
         return runner
 
     # autotune -----------------------------------------------------------------------------
@@ -478,23 +481,37 @@ def empty_sizes_check(graph: Graph) -> Callable[[Sequence[Any]], bool] | None:
     return scope["check"]
 
 
+#: how IREE 3.13's Vulkan HAL refuses a dispatch over an empty tensor
+_EMPTY_BINDING = "resolved to an empty buffer range"
+
+
 class _EmptyGuarded:
     """A runner that calls ``runner`` unless the call makes an empty tensor somewhere in the
     graph; then the graph runs through the reference implementations on the host and its
     results go to the arguments' device. IREE 3.13's CUDA driver launches a kernel over zero
     elements as it is, which the driver rejects (CUDA_ERROR_INVALID_VALUE), leaving the
-    device failed for every later call (its HIP driver skips such launches)."""
+    device failed for every later call (its HIP driver skips such launches); its Vulkan HAL
+    refuses to bind an empty buffer range. A size the data decides (``retry``) is known only
+    once the program runs: a call that Vulkan refuses that way runs on the host too."""
 
-    def __init__(self, runner: Any, graph: Graph, empty: Callable[[Sequence[Any]], bool], backend: str):
+    def __init__(self, runner: Any, graph: Graph, empty: Callable[[Sequence[Any]], bool] | None, backend: str,
+                 retry: bool = False):
         object.__setattr__(self, "_runner", runner)
         object.__setattr__(self, "_graph", graph)
         object.__setattr__(self, "_empty", empty)
         object.__setattr__(self, "_backend", backend)
+        object.__setattr__(self, "_retry", retry)
         object.__setattr__(self, "_logged", False)
 
     def __call__(self, *arrays: Any) -> list:
-        if not self._empty(arrays):
-            return self._runner(*arrays)
+        if self._empty is None or not self._empty(arrays):
+            if not self._retry:
+                return self._runner(*arrays)
+            try:
+                return self._runner(*arrays)
+            except (ValueError, RuntimeError) as exc:
+                if _EMPTY_BINDING not in str(exc):
+                    raise
         import numpy as np
 
         from ...dialects.tp.graph import interpret
@@ -503,8 +520,8 @@ class _EmptyGuarded:
 
         if not self._logged:
             object.__setattr__(self, "_logged", True)
-            _log.info("%s: a call of graph %r makes an empty tensor, which IREE's CUDA driver cannot launch a "
-                      "kernel over: such calls run through the reference implementations on the host",
+            _log.info("%s: a call of graph %r makes an empty tensor, which IREE's driver cannot run a kernel "
+                      "over: such calls run through the reference implementations on the host",
                       self._backend, self._graph.name)
         drivers = {a.driver for a in arrays if type(a) is DeviceArray}
         host = [a.to_host() if type(a) is DeviceArray else a for a in arrays]

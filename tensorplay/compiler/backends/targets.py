@@ -57,8 +57,8 @@ class IreeTarget:
     #: convert-tp-to-linalg options (all true by default) the target needs false, besides
     #: float64, which follows from the dtypes
     lowering_lacks: tuple[str, ...] = ()
-    #: the runtime driver launches a kernel over zero elements as it is and fails: calls that
-    #: make an empty tensor run on the host instead (iree.py's _EmptyGuarded)
+    #: the runtime driver cannot run a kernel over zero elements: calls that make an empty
+    #: tensor run on the host instead (iree.py's _EmptyGuarded)
     empty_dispatch_fails: bool = False
     #: dtypes that cross the compiled function's boundary as a wider one (widening.widen_io)
     io_widening: Mapping[str, str] = field(default_factory=dict, hash=False)
@@ -134,7 +134,11 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # sub-32-bit tensors live in 32-bit words; one crossing the function boundary loses
                # its tail when its byte size is not a multiple of 4 (the partial last word is out of
                # the buffer's range; seen on lavapipe), so they travel as 32-bit values
-               io_widening=WIDE_STORAGE["vulkan"]),
+               io_widening=WIDE_STORAGE["vulkan"],
+               # IREE 3.13's Vulkan HAL refuses a dispatch binding of an empty buffer range ("Vulkan
+               # dispatch binding N resolved to an empty buffer range"): a tensor of size 0 at run
+               # time, an input or a size the data decided (nothing selected by a mask)
+               empty_dispatch_fails=True),
     IreeTarget("iree-cuda", "cuda", "gpu", ALL_DTYPE_NAMES,
                "IREE CUDA (PTX) code for the NVIDIA GPU's compute capability",
                "needs an NVIDIA GPU with its driver (libcuda.so); without one, "

@@ -33,15 +33,16 @@ import sympy
 from ... import _dispatch
 from ..._grad_mode import is_grad_enabled
 from ..._tensor import Tensor
+from ...dialects.tp import dtypes as dt
 from ...dialects.tp import symbolic as sym
-from ...dialects.tp.graph import Graph, Node, SourceLoc, Value
+from ...dialects.tp.graph import Graph, Node, SourceLoc, Value, data_dependent_symbols
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType, type_of_array
 from .. import tracedir
 from .._logging import get_logger
 from ..errors import GraphCaptureError
 from ..symbolic.guard import ShapeGuard
-from ..symbolic.shape_env import ShapeEnv
+from ..symbolic.shape_env import ShapeEnv, data_dependent_message
 from . import pytree
 from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput, ReadInput
 from .graphs import substitute_type, format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
@@ -286,7 +287,9 @@ class TraceResult:
     graph: Graph
     bindings: list[Binding]
     out_tree: pytree.TreeDef
-    out_spec: list[tuple]  # ("new", output index) | ("object", binding) | ("const", value)
+    #: ("new", output index) | ("object", binding) | ("const", value) | ("size", output index:
+    #: a 0-d int64 output returned as a Python int, a size the data decides)
+    out_spec: list[tuple]
     writebacks: list[tuple[Binding | weakref.ref, int]]  # (target, output index)
     guards: list[tuple[str, Callable[[], bool]]]
     shape_guard: ShapeGuard | None = None
@@ -320,6 +323,7 @@ class Capture:
         self._regions: list[Any] = []  # regions._RegionFrame, innermost last
         self._segment_index = 0
         self.shape_env = ShapeEnv(config.name)
+        self.shape_env.on_data_dependent = self._on_data_dependent
         self._arg_dims: list[tuple[int, int, str, Any]] = []  # symbolic argument dims
         #: concrete tensors this capture gave symbolic sizes (Tensor._sym), cleared when it ends
         self._sym_tensors: list[weakref.ref] = []
@@ -499,11 +503,43 @@ class Capture:
                 captured = True
                 break
         if any(d is None for t in result_types for d in t.shape):
-            if captured:
-                self.graph_break(f"{op.name} has a data-dependent output shape")
-            return NotImplemented
+            if not captured:
+                return NotImplemented
+            if not op.data_dependent or self._regions:
+                where = " inside a nested compile region" if self._regions else ""
+                self.graph_break(f"{op.name} has a data-dependent output shape{where}")
+                return NotImplemented
+            inputs = tuple(None if o is None else self.value_of(o) for o in operands)
+            result_types = self._data_dependent_types(op, inputs, attrs, result_types)
+            return self._emit(op.name, inputs, attrs, result_types)
         inputs = tuple(None if o is None else self.value_of(o) for o in operands)
         return self._emit(op.name, inputs, attrs, result_types)
+
+    def _data_dependent_types(self, op: Op, inputs: tuple[Value | None, ...], attrs: dict[str, Any],
+                              result_types: tuple[TensorType, ...]) -> tuple[TensorType, ...]:
+        """The result types of a data-dependent op with its data-decided size (every None
+        dim of one application) as a new unbacked symbol. The same op on the same values
+        gets the same symbol, so ``x[m]`` and ``y[m]`` have one length."""
+        key = (op.name, inputs, tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+        hit = self._data_sizes.get(key)
+        if hit is not None:
+            return hit
+        env = self.shape_env
+        bound = sym.as_size(env.simplify(op.size_bound([None if v is None else v.type for v in inputs], attrs)))
+        loc = user_loc(3)
+        u = env.create_unbacked(f"{op.data_size} ({op.name})", loc=loc,
+                                hi=bound if isinstance(bound, int) else None)
+        types = tuple(TensorType(tuple(u if d is None else d for d in t.shape), t.dtype) for t in result_types)
+        self._data_sizes[key] = types
+        return types
+
+    def _on_data_dependent(self, expr: Any, why: str, symbols: list) -> None:
+        """A question about sizes the data decides (``if y.shape[0] > 3`` after ``y = x[m]``):
+        no guard can answer it, so the graph breaks here (the segment computes those sizes,
+        and Python goes on with them); under fullgraph, GraphCaptureError."""
+        if self.shape_env.closed:
+            return
+        self.graph_break(data_dependent_message(self.shape_env, expr, why, symbols))
 
     def symbolic_sizes(self, tensor: Tensor, shape: tuple) -> tuple:
         """``x.shape`` of a tensor with symbolic sizes: ints and SymInts of its capture."""
@@ -619,6 +655,8 @@ class Capture:
         except (IndexError, KeyError, TypeError):
             size = None
         if size is None or not any(isinstance(d, sym.SymInt) for d in size):
+            return None
+        if any(sym.data_dependent(d) for d in size):  # (no example value to draw with)
             return None
         if not all(isinstance(d, (int, sym.SymInt)) and not isinstance(d, bool) for d in size):
             return None
@@ -756,6 +794,9 @@ class Capture:
         self._borrowed: dict[int, _Borrow] = {}
         self._converted: list[tuple[Tensor, np.ndarray]] = []
         self._live: list[weakref.ref] = []
+        #: data-dependent op applications of this graph -> their result types (see
+        #: _data_dependent_types)
+        self._data_sizes: dict[tuple, tuple[TensorType, ...]] = {}
 
     def _graph_name(self) -> str:
         if self.mode == TRACE and not self.segments:
@@ -767,6 +808,11 @@ class Capture:
         Sizes stay symbolic across the break where the segment can read them from its inputs
         (:meth:`_settle_sizes`); the results keep their symbolic types for the next segment."""
         graph = self.graph
+        env = self.shape_env
+        # Sizes the data decides stay symbolic in the segment; it also returns each one, so
+        # Python (a SymInt it holds) can go on with their values
+        used = graph.size_symbols_used()
+        computed = [(s, self._size_value(s)) for s in env.unresolved() if s in used]
         first = dict(zip(graph.inputs, (b.first for b in self._bindings)))
         pending: list[tuple[Tensor, Value]] = []
         for b in self._borrowed.values():
@@ -780,7 +826,7 @@ class Capture:
                 pending.append((t, t._capture.value))
         outputs: list[Value] = []
         index: dict[Value, int] = {}
-        for _, v in pending:
+        for v in [v for _, v in pending] + [v for _, v in computed]:
             if v.node is not None and v not in index:
                 index[v] = len(outputs)
                 outputs.append(v)
@@ -804,6 +850,9 @@ class Capture:
                 results, grad_fn = self._run_graph(graph, arrays, segment=True, sources=sources)
             else:
                 results = self._run_graph(graph, arrays, segment=True)
+        for s_, v in computed:
+            out = results[index[v]]
+            env.resolve(s_, int(out.to_host() if hasattr(out, "to_host") else np.asarray(out)))
         # Borrowed tensors get their (possibly updated) values back; the session goes lazy.
         kept = [(b.tensor, b.input.type) for b in self._borrowed.values() if not b.input.type.has_static_shape]
         self._restore_borrowed()
@@ -842,10 +891,11 @@ class Capture:
         substitute_sizes(graph, collect)
         if not found:
             return env.simplify
-        readable: set = set()
+        # a size the data decides is defined inside the segment (computed when it runs)
+        readable: set = data_dependent_symbols(graph)
         fresh: dict[Any, Any] = {}
         if keep:
-            readable = {d for v in graph.inputs for d in v.type.shape if sym.is_symbolic(d) and d.is_Symbol}
+            readable |= {d for v in graph.inputs for d in v.type.shape if sym.is_symbolic(d) and d.is_Symbol}
             for s in sorted(found - readable, key=str):
                 source = self._size_sources.get(s)
                 t = source() if source is not None else None
@@ -878,6 +928,14 @@ class Capture:
 
         substitute_sizes(graph, settle)
         return settle
+
+    def _size_value(self, expr: Any) -> Value:
+        """A 0-d int64 value of the current graph holding the size ``expr`` at run time."""
+        node = Node("tp.full", (), {"shape": (), "value": expr, "dtype": dt.int64}, (), None)
+        node.stop_gradient = True
+        node.results = (Value(TensorType((), dt.int64), node, 0),)
+        self.graph.nodes.append(node)
+        return node.results[0]
 
     def _segment_sources(self, graph: Graph, pending: list[tuple[Tensor, Value]]) -> list[Any] | None:
         """The tensors a segment's inputs read, when the segment needs a backward (grad mode
@@ -1054,6 +1112,10 @@ class Capture:
         items: list[tuple] = []
         leaf = None
         for leaf in out_leaves:
+            if isinstance(leaf, sym.SymInt) and self.shape_env.unresolved(self.shape_env.simplify(leaf.node)):
+                # a size the data decides: the program computes it, each call returns its int
+                items.append(("size", self._size_value(self.shape_env.simplify(leaf.node))))
+                continue
             if isinstance(leaf, sym.SymInt):
                 leaf = int(leaf)  # a size returned as a Python value is fixed in the entry
             if isinstance(leaf, Tensor):
@@ -1109,6 +1171,8 @@ class Capture:
         for item in items:
             if item[0] == "const":
                 spec.append(("const", item[1]))
+            elif item[0] == "size":
+                spec.append(("size", output(item[1])))
             elif alive(item[2]):
                 spec.append(("object", item[2]))
             else:

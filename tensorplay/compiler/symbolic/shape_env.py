@@ -11,6 +11,13 @@ the example sizes of the capture (the *hints*) and the answer is kept as knowled
 * anything else is kept as a relation, after simplification with what is already known.
 
 A question the ranges already settle records nothing, so guards do not pile up.
+
+Sizes the data decides (the row count of ``tp.nonzero``, the length of ``x[mask]``) are
+*unbacked* symbols (``u0``, ``u1``, ...): no input defines them, the compiled program
+computes them, and a capture has no example value for them. A question about one that the
+known ranges do not settle cannot become a guard: it goes to :attr:`ShapeEnv.on_data_dependent`
+(the capture breaks the graph there, or raises under fullgraph), else it raises
+:class:`DataDependentSizeError`.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ import sympy
 from ...dialects.tp import symbolic as sym
 from .._logging import get_logger
 
-__all__ = ["ShapeEnv", "SymbolInfo", "Relation", "Specialization", "ClosedShapeEnvError"]
+__all__ = ["ShapeEnv", "SymbolInfo", "Relation", "Specialization", "ClosedShapeEnvError", "DataDependentSizeError",
+           "data_dependent_message"]
 
 _log_guards = get_logger("guards")
 _oo = sympy.oo
@@ -36,16 +44,23 @@ class ClosedShapeEnvError(RuntimeError):
     """A symbolic size was used after the capture that made it had finished."""
 
 
+class DataDependentSizeError(RuntimeError):
+    """A question about a size the data decides (an unbacked symbol) that only the values of
+    the tensors could answer, asked where nothing can compute them."""
+
+
 @dataclass
 class SymbolInfo:
     """One size symbol: its example value, where it comes from and its known range."""
 
     symbol: sympy.Symbol
-    hint: int
+    hint: int | None  # None: an unbacked size not computed yet
     source: str
     lo: int = 0
     hi: int | None = None
     name: str | None = None  # the dynamic_shapes name, when given one
+    unbacked: bool = False  # a size the data decides, computed by the program
+    loc: Any = None  # where an unbacked size arose
 
 
 @dataclass
@@ -79,6 +94,11 @@ class ShapeEnv:
         self.named: dict[str, sympy.Symbol] = {}
         self.closed = False
         self.serial = next(_serials)  # unique for the process (ids of dead envs are reused)
+        self._backed = 0
+        self._unbacked = 0
+        #: ``on_data_dependent(cond, why, symbols)``: called for a question about unbacked
+        #: sizes the ranges do not settle; it raises, or computes those sizes (resolve())
+        self.on_data_dependent: Any = None
 
     # -- symbols -------------------------------------------------------------------------
     def create_symbol(self, hint: int, source: str, *, name: str | None = None, lo: int | None = None,
@@ -86,18 +106,50 @@ class ShapeEnv:
         """A new size symbol for a size that is ``hint`` now (a named one is shared)."""
         if name is not None and name in self.named:
             return self.named[name]
-        s = sym.size_symbol(f"s{len(self.infos)}")
+        s = sym.size_symbol(f"s{self._backed}")
+        self._backed += 1
         self.infos[s] = SymbolInfo(s, int(hint), source, 0 if lo is None else lo, hi, name)
         if name is not None:
             self.named[name] = s
         return s
+
+    def create_unbacked(self, source: str, *, hi: int | None = None, loc: Any = None) -> sympy.Symbol:
+        """A new symbol for a size the data decides (``u0``, ``u1``, ...): in ``[0, hi]``,
+        with no example value; ``source`` says what it is for messages."""
+        s = sym.size_symbol(f"u{self._unbacked}")
+        self._unbacked += 1
+        self.infos[s] = SymbolInfo(s, None, source, 0, hi, unbacked=True, loc=loc)
+        return s
+
+    @classmethod
+    def of_unbacked(cls, owner: str, symbols: Any) -> ShapeEnv:
+        """An environment that knows ``symbols`` as sizes the data decides (a graph's ``u0``,
+        ...), for work on that graph after its capture (a segment's backward)."""
+        env = cls(owner)
+        for s in sorted(symbols, key=str):
+            env.infos[s] = SymbolInfo(s, None, f"a size the data decides ({s})", unbacked=True)
+        return env
+
+    def unresolved(self, expr: Any = None) -> list[sympy.Symbol]:
+        """The unbacked symbols (of ``expr``, or all) whose values are not known yet."""
+        if expr is not None and not isinstance(expr, sympy.Basic):
+            return []
+        symbols = expr.free_symbols if expr is not None else self.infos
+        return [s for s in self.infos if s in symbols and self.infos[s].unbacked
+                and self.infos[s].hint is None and s not in self.replacements]
+
+    def resolve(self, s: sympy.Symbol, value: int) -> None:
+        """An unbacked size's value, computed by a program that ran (a graph segment): from
+        now on it is like an argument's size, with that example value (later segments that
+        read it from their inputs keep it symbolic)."""
+        self.infos[s].hint = int(value)
 
     def source(self, s: sympy.Symbol) -> str:
         info = self.infos.get(s)
         return info.source if info is not None else str(s)
 
     def hints(self) -> dict[sympy.Symbol, int]:
-        return {s: sympy.Integer(info.hint) for s, info in self.infos.items()}
+        return {s: sympy.Integer(info.hint) for s, info in self.infos.items() if info.hint is not None}
 
     def hint(self, expr: Any) -> int:
         """The value of ``expr`` for the example sizes."""
@@ -106,6 +158,17 @@ class ShapeEnv:
             raise ValueError(f"{expr} has a symbol with no example value")
         return value
 
+    def size_hint(self, expr: Any, unbacked: int = 64) -> int:
+        """:meth:`hint` for cost estimates: an unbacked size counts as ``unbacked`` (or its
+        upper bound, when smaller)."""
+        e = sym.as_size(expr)
+        if isinstance(e, int):
+            return e
+        fill = {s: sympy.Integer(unbacked if self.infos[s].hi is None else min(unbacked, self.infos[s].hi))
+                for s in self.unresolved(e)}
+        value = sym.hint_of(e.xreplace(fill) if fill else e, self.hints())
+        return unbacked if value is None else value
+
     def wrap(self, d: Any) -> Any:
         """A shape entry as user code sees it: an int, or a :class:`SymInt`."""
         d = self.simplify(d)
@@ -113,7 +176,8 @@ class ShapeEnv:
 
     def describe(self, expr: Any) -> str:
         """``expr`` with symbols named by their sources (``x.size(0) + 1``)."""
-        return sym.size_description(expr, {s: self.source(s) for s in self.infos})
+        return sym.size_description(expr, {s: str(s) if info.unbacked else info.source
+                                           for s, info in self.infos.items()})
 
     # -- simplification ---------------------------------------------------------------------
     def simplify(self, expr: Any) -> Any:
@@ -254,6 +318,10 @@ class ShapeEnv:
         known = self.static_truth(c)
         if known is not None:
             return known
+        pending = self.unresolved(c)
+        if pending:
+            self._data_dependent(c, why, pending)
+            return self.decide(cond, why)
         truth = bool(c.xreplace(self.hints()))
         holding = c if truth else _negate(c)
         self._record(holding, why)
@@ -270,9 +338,31 @@ class ShapeEnv:
         e = self.simplify(expr)
         if isinstance(e, int):
             return e
+        pending = self.unresolved(e)
+        if pending:
+            self._data_dependent(e, why, pending)
+            return self.specialize(expr, why)
         value = self.hint(e)
         self._record(sympy.Eq(e, value), why)
         return value
+
+    def describe_unbacked(self, symbols: list[sympy.Symbol]) -> str:
+        """``u0 = the number of nonzero elements (tp.nonzero at f.py:3)``, ... for messages
+        (an unbacked symbol's source is its meaning and its op)."""
+        parts = []
+        for s in symbols:
+            info = self.infos[s]
+            text = info.source[:-1] + f"{_at(info.loc)})" if info.source.endswith(")") else info.source
+            parts.append(f"{s} = {text}")
+        return ", ".join(parts)
+
+    def _data_dependent(self, expr: Any, why: str, pending: list[sympy.Symbol]) -> None:
+        """``expr`` needs unbacked sizes: the handler computes them (a graph break) or raises."""
+        if self.on_data_dependent is not None:
+            self.on_data_dependent(expr, why, pending)
+            if not self.unresolved(expr):
+                return
+        raise DataDependentSizeError(data_dependent_message(self, expr, why, pending))
 
     def _record(self, rel: Any, why: str) -> None:
         loc = _user_loc()
@@ -419,9 +509,11 @@ class ShapeEnv:
         self.relations = kept
 
     def specialize_all(self, why: str) -> None:
-        """Make every remaining symbol its example value."""
+        """Make every remaining symbol with an example value that value (unbacked sizes not
+        computed yet stay symbols)."""
         for s in self.free():
-            self._specialize_to(s, self.infos[s].hint, why, None)
+            if self.infos[s].hint is not None:
+                self._specialize_to(s, self.infos[s].hint, why, None)
 
     # -- the end of the capture -------------------------------------------------------------
     def close(self) -> None:
@@ -430,6 +522,14 @@ class ShapeEnv:
     def free(self) -> list[sympy.Symbol]:
         """Symbols not replaced by anything: the sizes still symbolic."""
         return [s for s in self.infos if s not in self.replacements]
+
+
+def data_dependent_message(env: ShapeEnv, expr: Any, why: str, symbols: list[sympy.Symbol]) -> str:
+    """Why a question about sizes the data decides cannot be answered, in the user's words."""
+    plural = len(symbols) > 1
+    return (f"{why or 'a question about a size'} ({env.describe(expr)}) depends on "
+            f"{env.describe_unbacked(symbols)}: {'sizes' if plural else 'a size'} the data decides, known "
+            f"only when the compiled program runs, so no guard can answer it")
 
 
 _FLIPPED = {sympy.GreaterThan: sympy.LessThan, sympy.LessThan: sympy.GreaterThan,
