@@ -49,7 +49,7 @@ from ...dialects.tp import dtypes as dt
 from ...dialects.tp.graph import SourceLoc
 
 __all__ = ["ReadRecorder", "ReadGuard", "signature", "static_attr", "MISSING", "StandIn", "stood_for",
-           "hide_code", "unhide_code", "is_hidden_code"]
+           "hide_code", "unhide_code", "is_hidden_code", "code_of"]
 
 
 class _Missing:
@@ -89,22 +89,34 @@ def stood_for(v: Any) -> Any:
 #: id(code) -> code of frames that are not the user's although their file is: the
 #: trampolines markers put into marked functions (they keep the function's file and line so
 #: that inspect and tracebacks still find its source)
-_hidden_codes: dict[int, types.CodeType] = {}
+_hidden_codes: dict[int, tuple[types.CodeType, types.CodeType]] = {}
 
 
-def hide_code(code: types.CodeType) -> None:
-    """Frames of ``code`` are neither followed by the recorder nor reported as the user's
-    position (``user_loc``)."""
-    _hidden_codes[id(code)] = code
+def hide_code(code: types.CodeType, original: types.CodeType) -> None:
+    """Frames of ``code`` (a trampoline standing for ``original``, the function's own code) are
+    neither followed by the recorder nor reported as the user's position (``user_loc``)."""
+    _hidden_codes[id(code)] = (code, original)
 
 
 def unhide_code(code: types.CodeType) -> None:
-    if _hidden_codes.get(id(code)) is code:
+    hit = _hidden_codes.get(id(code))
+    if hit is not None and hit[0] is code:
         del _hidden_codes[id(code)]
 
 
 def is_hidden_code(code: types.CodeType) -> bool:
-    return bool(_hidden_codes) and _hidden_codes.get(id(code)) is code
+    if not _hidden_codes:
+        return False
+    hit = _hidden_codes.get(id(code))
+    return hit is not None and hit[0] is code
+
+
+def code_of(func: types.FunctionType) -> types.CodeType:
+    """The code a function runs: for a marked function, its own code behind the trampoline
+    (the names and free variables it reads are there)."""
+    code = func.__code__
+    hit = _hidden_codes.get(id(code)) if _hidden_codes else None
+    return hit[1] if hit is not None and hit[0] is code else code
 
 
 class Ident(NamedTuple):

@@ -143,7 +143,7 @@ def _python_route(fn: types.FunctionType) -> _Route:
     body.__qualname__, body.__module__, body.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
     route = _Route(fn, body)
     route.code = _trampoline(fn, route)
-    hide_code(route.code)
+    hide_code(route.code, body.__code__)
     fn.__code__ = route.code
     return route
 
