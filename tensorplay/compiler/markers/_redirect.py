@@ -21,13 +21,19 @@ routes it:
   any capture runs and restored when the last one ends (also when it raises). The places
   are the module named by its ``__module__`` and the user's modules that hold it under its
   name (``from numpy import ptp``); a stand-in called by tensorplay's own code or the
-  standard library, or from a thread that is not capturing, calls the original. Reads of a stand-in are guarded as
-  reads of the original (``reads.StandIn``).
+  standard library, or from a thread that is not capturing, calls the original. Reads of a
+  stand-in are guarded as reads of the original (``reads.StandIn``). Tensorplay's own C
+  callables are not routed this way (its code calls them everywhere).
 
 Thread safety: the handler runs only for a thread that is capturing (``current_capture()``
 is per thread), so an eager call in another thread runs the original even while a capture
 redirects; the patched module attributes are visible to every thread while some capture runs
-(``np.ptp is original`` is False there), calls through them are not redirected.
+(``np.ptp is original`` is False there), and a thread that is not capturing calls through
+them to the original. Patching and restoring happen under a lock, counted over all threads'
+captures.
+
+Marks persist across ``tensorplay.compiler.reset()``, as torch's do; :func:`unroute` undoes
+one (tests use it).
 
 Nothing is installed until a marker routes a callable; a capture entered with no C callable
 routed patches nothing.
@@ -245,11 +251,14 @@ def _find_places(original: Any) -> list[tuple[dict, str]]:
     places = []
     home = sys.modules.get(getattr(original, "__module__", None) or "")
     for module in [home, *list(sys.modules.values())]:
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or namespace.get(name) is not original:
+        try:
+            namespace = getattr(module, "__dict__", None)
+            if not isinstance(namespace, dict) or namespace.get(name) is not original:
+                continue
+            if (module is home or _user_module(module)) and all(d is not namespace for d, _ in places):
+                places.append((namespace, name))
+        except Exception:  # noqa: BLE001 - a lazy module object that fails when asked
             continue
-        if (module is home or _user_module(module)) and all(d is not namespace for d, _ in places):
-            places.append((namespace, name))
     return places
 
 
