@@ -255,8 +255,13 @@ def test_substitute_in_graph_rejects_non_callables():
 
 def test_substitute_for_a_builtin_without_a_signature():
     # builtins with no inspectable signature register without a comparison
-    sub = tpc.substitute_in_graph(math.gcd)(lambda *a: 1)
-    assert sub(12, 8) == 4
+    try:
+        sub = tpc.substitute_in_graph(math.gcd)(lambda *a: 1)
+        assert sub(12, 8) == 4
+        assert math.gcd(12, 8) == 4 and markers.marker_of(math.gcd) == "substitute_in_graph"
+    finally:  # calls of math.gcd are redirected in every later capture otherwise
+        markers.substitution._unregister(math.gcd)
+    assert markers.marker_of(math.gcd) is None
 
 
 # -- export / unused / overload_method --------------------------------------------------------

@@ -24,6 +24,7 @@ from ..._tensor import Tensor
 from ...runtime.storage import DeviceArray
 from ...dialects.tp import dtypes as dt
 from . import pytree
+from .reads import code_of
 
 __all__ = ["CallKey", "TensorKey", "FloatKey", "ValueKey", "ObjectKey", "GlobalModes", "call_key", "mask_key",
            "size_changes", "describe_change", "module_guard", "free_objects", "is_module", "tensor_meta_guard",
@@ -318,7 +319,7 @@ def free_objects(fn: Any) -> list[tuple[str, Any, Callable[[], Any]]]:
     if not isinstance(func, types.FunctionType):
         return []
     found: list[tuple[str, Any, Callable[[], Any]]] = []
-    code = func.__code__
+    code = code_of(func)
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):
         try:
             value = cell.cell_contents

@@ -48,7 +48,8 @@ import numpy as np
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.graph import SourceLoc
 
-__all__ = ["ReadRecorder", "ReadGuard", "signature", "static_attr", "MISSING"]
+__all__ = ["ReadRecorder", "ReadGuard", "signature", "static_attr", "MISSING", "StandIn", "stood_for",
+           "hide_code", "unhide_code", "is_hidden_code", "code_of"]
 
 
 class _Missing:
@@ -59,6 +60,63 @@ class _Missing:
 
 
 MISSING = _Missing()
+
+
+# -- what markers put in the user's way while a capture runs ----------------------------------
+
+#: id(original) -> original, for every object a :class:`StandIn` was made for
+_stood_in: dict[int, Any] = {}
+
+
+class StandIn:
+    """Base of objects that stand in for another one while a capture runs (a marker patches a
+    module attribute with one, see tensorplay.compiler.markers._redirect). A read that finds
+    a stand-in is recorded and guarded as a read of the object it stands for, so a guard
+    taken during the capture still holds once the attribute is restored."""
+
+    __slots__ = ("stands_for", "__weakref__")
+
+    def __init__(self, stands_for: Any):
+        self.stands_for = stands_for
+        _stood_in[id(stands_for)] = stands_for
+
+
+def stood_for(v: Any) -> Any:
+    """The object a stand-in stands for; anything else unchanged."""
+    return v.stands_for if isinstance(v, StandIn) else v
+
+
+#: id(code) -> code of frames that are not the user's although their file is: the
+#: trampolines markers put into marked functions (they keep the function's file and line so
+#: that inspect and tracebacks still find its source)
+_hidden_codes: dict[int, tuple[types.CodeType, types.CodeType]] = {}
+
+
+def hide_code(code: types.CodeType, original: types.CodeType) -> None:
+    """Frames of ``code`` (a trampoline standing for ``original``, the function's own code) are
+    neither followed by the recorder nor reported as the user's position (``user_loc``)."""
+    _hidden_codes[id(code)] = (code, original)
+
+
+def unhide_code(code: types.CodeType) -> None:
+    hit = _hidden_codes.get(id(code))
+    if hit is not None and hit[0] is code:
+        del _hidden_codes[id(code)]
+
+
+def is_hidden_code(code: types.CodeType) -> bool:
+    if not _hidden_codes:
+        return False
+    hit = _hidden_codes.get(id(code))
+    return hit is not None and hit[0] is code
+
+
+def code_of(func: types.FunctionType) -> types.CodeType:
+    """The code a function runs: for a marked function, its own code behind the trampoline
+    (the names and free variables it reads are there)."""
+    code = func.__code__
+    hit = _hidden_codes.get(id(code)) if _hidden_codes else None
+    return hit[1] if hit is not None and hit[0] is code else code
 
 
 class Ident(NamedTuple):
@@ -123,6 +181,8 @@ class _Signer:
         return _new(Ident, (id(v),))
 
     def sign(self, v: Any, depth: int = 0) -> Any:
+        if isinstance(v, StandIn):
+            v = v.stands_for
         t = type(v)
         if t is float:
             return ("f", v.hex())
@@ -428,7 +488,7 @@ class ReadGuard:
 
     def _compile(self) -> Callable[[], int]:
         ns: dict[str, Any] = {"M": MISSING, "static_attr": static_attr, "static_item": static_item,
-                              "ck": _const_key, "sign": signature}
+                              "ck": _const_key, "sign": signature, "sf": stood_for}
         body = []
         for i, (_, read, (now, expected)) in enumerate(self.checks):
             fetch = read.expr(i, ns)
@@ -438,7 +498,8 @@ class ReadGuard:
                 cond = f"ck({fetch}) == e{i}"
             elif type(expected) is Ident:
                 ns[f"e{i}"] = now
-                cond = f"({fetch}) is e{i}"
+                # (a module attribute a marker patches while capturing reads as its original)
+                cond = f"sf({fetch}) is e{i}" if id(now) in _stood_in else f"({fetch}) is e{i}"
             elif _flat(now):
                 # all values flat constants: C-level dict equality plus the value types says the
                 # same as the signature (zeros and NaN, whose == is not exact, are not flat)
@@ -565,6 +626,7 @@ class ReadRecorder:
             self.notes.append(text)
 
     def _record(self, read: Read, description: str, value: Any, loc: SourceLoc | None) -> None:
+        value = stood_for(value)
         key = read.key()
         if key not in self._reads:
             self._reads[key] = (description, read, value, loc)
@@ -590,7 +652,7 @@ class ReadRecorder:
         if event != "call" or not self.active or self.paused:
             return None
         code = frame.f_code
-        if not self._is_user_file(code.co_filename) or code.co_name in ("<genexpr>",) \
+        if not self._is_user_file(code.co_filename) or code.co_name in ("<genexpr>",) or is_hidden_code(code) \
                 or "__create_fn__" in getattr(code, "co_qualname", ""):
             # (dataclasses' generated methods, whose file is "<string>" like code run by exec,
             # read only what their class fixed when it was made)
@@ -844,7 +906,7 @@ class ReadRecorder:
             if isinstance(read, ContentRead) and isinstance(value, module_t):
                 continue
             try:
-                now = read.fetch()
+                now = stood_for(read.fetch())
             except Exception:  # noqa: BLE001
                 now = MISSING
             signer = _Signer()

@@ -46,7 +46,7 @@ from ..symbolic.shape_env import ShapeEnv, data_dependent_message
 from . import pytree
 from .bindings import ArgInput, ArrayInput, AttachedInput, Binding, RandomInput, ReadInput
 from .graphs import substitute_type, format_graph, order_inputs_by_use, prune_inputs, substitute_sizes
-from .reads import ReadGuard, ReadRecorder
+from .reads import ReadGuard, ReadRecorder, is_hidden_code
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
            "is_exporting", "exporting", "suspended", "TRACE", "LAZY", "region_compiler", "region_backward_compiler",
@@ -153,12 +153,13 @@ def _is_user_file(filename: str) -> bool:
 
 def user_loc(depth: int = 1) -> SourceLoc | None:
     """The first frame outside tensorplay, the standard library and installed packages (or,
-    when the whole stack is there, the first frame outside tensorplay)."""
+    when the whole stack is there, the first frame outside tensorplay); markers' trampolines
+    (see ``reads.hide_code``) are skipped."""
     frame = sys._getframe(depth)
     fallback = None
     while frame is not None:
         filename = frame.f_code.co_filename
-        if _is_user_file(filename):
+        if _is_user_file(filename) and not is_hidden_code(frame.f_code):
             return SourceLoc(filename, frame.f_lineno)
         if fallback is None and not _is_ours(filename):
             fallback = SourceLoc(filename, frame.f_lineno)
@@ -987,7 +988,7 @@ class Capture:
     @contextmanager
     def active(self) -> Iterator[Capture]:
         """Install this session as the dispatch handler and the current capture (and let
-        markers watch for calls of callables disallowed in graphs)."""
+        markers redirect calls of marked callables and watch for disallowed ones)."""
         from ..markers import _capture_entered, _capture_exited
 
         _stack().append(self)

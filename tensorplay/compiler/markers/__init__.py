@@ -4,8 +4,7 @@ region) and facts recorded for export and shape policies. See docs/markers.md.""
 
 from __future__ import annotations
 
-from ._intercept import capture_entered as _capture_entered
-from ._intercept import capture_exited as _capture_exited
+from . import _intercept, _redirect
 from ._intercept import is_disallowed_in_graph
 from ._session import compile_disabled
 from ._session import run_reset_hooks as _on_reset
@@ -23,6 +22,24 @@ __all__ = [
     "compile_disabled", "exported_methods", "is_disallowed_in_graph", "is_unused", "marker_of",
     "overloads_of", "region_of", "static_dims", "substitute_for",
 ]
+
+
+def _capture_entered(cap: object) -> None:
+    """Called by a capture session as it becomes active on this thread."""
+    _redirect.capture_entered(cap)
+    try:
+        _intercept.capture_entered(cap)
+    except BaseException:
+        _redirect.capture_exited(cap)
+        raise
+
+
+def _capture_exited(cap: object) -> None:
+    """Called by a capture session as it stops being active (also after an exception)."""
+    try:
+        _intercept.capture_exited(cap)
+    finally:
+        _redirect.capture_exited(cap)
 
 
 def _register_reset_hook() -> None:

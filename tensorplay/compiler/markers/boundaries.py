@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from . import _session
 from ._intercept import register_disallowed
+from ._redirect import route, routed_marker
 from ._session import current_capture, describe
 
 __all__ = ["allow_in_graph", "disallow_in_graph", "disable", "disable_capture", "unused",
@@ -21,8 +23,9 @@ _R = TypeVar("_R")
 
 
 def marker_of(fn: Any) -> str | None:
-    """The name of the marker that made wrapper ``fn`` (``"disable"``, ...), else None."""
-    return getattr(fn, "_tp_marker", None)
+    """The name of the marker that made wrapper ``fn`` (``"disable"``, ...), or that acts on
+    calls of ``fn`` itself (``"allow_in_graph"`` on a marked function), else None."""
+    return getattr(fn, "_tp_marker", None) or routed_marker(fn)
 
 
 def _check_callable(marker: str, fn: Any) -> None:
@@ -33,14 +36,20 @@ def _check_callable(marker: str, fn: Any) -> None:
 def allow_in_graph(fn: Any) -> Any:
     """Capture a callable as one graph operation without entering its body.
 
-    Returns a wrapper: eager calls run ``fn``; under capture its body is traced into the current
-    graph as one unbroken piece, and anything inside that would break the graph raises
-    GraphCaptureError naming ``fn``. A list or tuple of callables marks each one.
+    Under capture the body of ``fn`` is traced into the current graph as one unbroken piece,
+    and anything inside that would break the graph raises GraphCaptureError naming ``fn``;
+    this holds for calls of ``fn`` itself and of the returned wrapper. Eager calls run ``fn``.
+    A list or tuple of callables marks each one.
     """
     if isinstance(fn, (list, tuple)):
         return type(fn)(allow_in_graph(f) for f in fn)
     _check_callable("allow_in_graph", fn)
     name = f"allow_in_graph function {describe(fn)}"
+
+    def atomic(call: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda cap, args, kwargs: cap.call_atomic(call, args, kwargs, name)
+
+    route(fn, "allow_in_graph", atomic)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -150,14 +159,21 @@ def disable_capture() -> Iterator[None]:
 def unused(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Mark a callable as an eager-only helper.
 
-    Eager calls run it; a call during capture is a graph break (GraphCaptureError under
-    fullgraph) and it runs eagerly between graphs; export leaves unused methods out.
+    Eager calls run it; a call during capture (of ``fn`` itself or of the returned wrapper) is
+    a graph break (GraphCaptureError under fullgraph) and it runs eagerly between graphs;
+    export leaves unused methods out.
     """
     _check_callable("unused", fn)
     if getattr(fn, "_tp_export", False):
         raise TypeError(f"unused(): {describe(fn)} is marked with export; a method cannot be "
                         f"both an export entry point and unused")
     text = f"call to {describe(fn)}, marked with tensorplay.compiler.unused (eager-only)"
+
+    def eager(call: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda cap, args, kwargs: cap.run_eagerly(call, args, kwargs, text)
+
+    if route(fn, "unused", eager) is not None and isinstance(fn, types.FunctionType):
+        fn._tp_unused = True  # as torch.jit.unused marks the function itself
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

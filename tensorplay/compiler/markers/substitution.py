@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
@@ -14,6 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 from .._logging import get_logger
 from ..capture.pytree import check_pytree, is_constant, leaves
 from . import _session
+from ._redirect import route, unroute
 from ._session import current_capture, defined_at, describe, is_capture_tensor
 
 __all__ = ["substitute_in_graph", "substitute_for", "assume_constant_result", "nonstrict_trace"]
@@ -76,15 +78,18 @@ def substitute_for(fn: Any) -> Callable[..., Any] | None:
     return hit[1] if hit is not None and hit[0] is fn else None
 
 
+_inside = threading.local()  # ids of originals whose substitute this thread is running
+
+
 def substitute_in_graph(original_fn: Callable[_P, _R], *, can_constant_fold_through: bool = False,
                         skip_signature_check: bool = False
                         ) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """Register a graph-time implementation for a callable.
 
-    ``@substitute_in_graph(original)`` over ``def substitute(...)`` returns a callable that runs
-    ``original`` eagerly and traces ``substitute`` under capture; with
-    ``can_constant_fold_through`` a call whose arguments hold no captured tensor runs
-    ``original`` at capture time and bakes its result into the graph.
+    ``@substitute_in_graph(original)`` over ``def substitute(...)``: under capture, calls of
+    ``original`` (and of the returned callable) trace ``substitute``; eager calls run
+    ``original``. With ``can_constant_fold_through`` a call whose arguments hold no captured
+    tensor runs ``original`` at capture time and bakes its result into the graph.
     """
     if not callable(original_fn):
         raise TypeError(f"substitute_in_graph() expects a callable, got "
@@ -103,19 +108,38 @@ def substitute_in_graph(original_fn: Callable[_P, _R], *, can_constant_fold_thro
                 f"{describe(existing[1])} ({defined_at(existing[1])}); a callable takes one")
         _substitutes[id(original_fn)] = (original_fn, substitute, can_constant_fold_through)
         what = f"substitute_in_graph({describe(original_fn)})"
+        key = id(original_fn)
+
+        def handler(call: Callable[..., Any]) -> Callable[..., Any]:
+            """What a call does under capture; ``call`` runs the original unredirected."""
+
+            def handle(cap: Any, args: tuple, kwargs: dict) -> Any:
+                running = _inside.__dict__.setdefault("ids", set())
+                if key in running:  # the substitute calls the original: that call is traced
+                    return call(*args, **kwargs)
+                if can_constant_fold_through and not _holds_capture_tensor(args, kwargs):
+                    with _session.at_capture_time():
+                        result = call(*args, **kwargs)
+                    _guard_mutable_constants(cap, what, args, kwargs)
+                    _log.info("%s folded at capture time to %r", what, result)
+                    return result
+                running.add(key)
+                try:
+                    return substitute(*args, **kwargs)
+                finally:
+                    running.discard(key)
+
+            return handle
+
+        handle = handler(original_fn)
+        route(original_fn, "substitute_in_graph", handler)
 
         @functools.wraps(substitute)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             cap = current_capture()
             if cap is None:
                 return original_fn(*args, **kwargs)
-            if can_constant_fold_through and not _holds_capture_tensor(args, kwargs):
-                with _session.at_capture_time():
-                    result = original_fn(*args, **kwargs)
-                _guard_mutable_constants(cap, what, args, kwargs)
-                _log.info("%s folded at capture time to %r", what, result)
-                return result
-            return substitute(*args, **kwargs)
+            return handle(cap, args, kwargs)
 
         wrapper._tp_marker = "substitute_in_graph"
         wrapper._tp_original = original_fn
@@ -123,6 +147,14 @@ def substitute_in_graph(original_fn: Callable[_P, _R], *, can_constant_fold_thro
         return wrapper
 
     return register
+
+
+def _unregister(original_fn: Any) -> None:
+    """Forget the substitute of ``original_fn`` and stop redirecting its calls (for tests)."""
+    hit = _substitutes.get(id(original_fn))
+    if hit is not None and hit[0] is original_fn:
+        del _substitutes[id(original_fn)]
+        unroute(original_fn)
 
 
 def _holds_capture_tensor(args: tuple, kwargs: dict) -> bool:
@@ -152,8 +184,8 @@ def assume_constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Declare that a callable returns one stable value across captures.
 
     Under capture the first call (per distinct constant arguments) runs ``fn`` and later
-    captures reuse that value without calling it, until ``tensorplay.compiler.reset()``; eager
-    calls always run ``fn``.
+    captures reuse that value without calling it, until ``tensorplay.compiler.reset()``; this
+    holds for calls of ``fn`` itself and of the returned wrapper. Eager calls always run ``fn``.
     """
     if not callable(fn):
         raise TypeError(f"assume_constant_result() expects a callable, got {type(fn).__qualname__}")
@@ -161,28 +193,39 @@ def assume_constant_result(fn: Callable[..., Any]) -> Callable[..., Any]:
     _constant_caches.add(cache)
     what = f"assume_constant_result function {describe(fn)}"
 
+    def handler(call: Callable[..., Any]) -> Callable[..., Any]:
+        """What a call does under capture; ``call`` runs ``fn`` unredirected."""
+
+        def handle(cap: Any, args: tuple, kwargs: dict) -> Any:
+            for leaf in list(leaves(args, "args")) + list(leaves(kwargs, "kwargs")):
+                if is_capture_tensor(leaf.value):
+                    raise TypeError(f"{what}: {leaf.path} is a tensor being captured; its result can "
+                                    f"only be assumed constant when its arguments are constants")
+            try:
+                key = (args, tuple(sorted(kwargs.items())))
+                hash(key)
+            except TypeError:
+                raise TypeError(f"{what}: arguments must be hashable constants to key the assumed "
+                                f"result") from None
+            if key in cache.values:
+                return cache.values[key]
+            with _session.at_capture_time():
+                value = call(*args, **kwargs)
+            cache.values[key] = value
+            _log.info("%s: assumed constant %r until tensorplay.compiler.reset()", what, value)
+            return value
+
+        return handle
+
+    handle = handler(fn)
+    route(fn, "assume_constant_result", handler)
+
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         cap = current_capture()
         if cap is None:
             return fn(*args, **kwargs)
-        for leaf in list(leaves(args, "args")) + list(leaves(kwargs, "kwargs")):
-            if is_capture_tensor(leaf.value):
-                raise TypeError(f"{what}: {leaf.path} is a tensor being captured; its result can "
-                                f"only be assumed constant when its arguments are constants")
-        try:
-            key = (args, tuple(sorted(kwargs.items())))
-            hash(key)
-        except TypeError:
-            raise TypeError(f"{what}: arguments must be hashable constants to key the assumed "
-                            f"result") from None
-        if key in cache.values:
-            return cache.values[key]
-        with _session.at_capture_time():
-            value = fn(*args, **kwargs)
-        cache.values[key] = value
-        _log.info("%s: assumed constant %r until tensorplay.compiler.reset()", what, value)
-        return value
+        return handle(cap, args, kwargs)
 
     wrapper._tp_marker = "assume_constant_result"
     wrapper._tp_constant_cache = cache
