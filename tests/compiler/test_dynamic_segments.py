@@ -6,14 +6,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler.capture.graphs import format_graph
-
-
-def _arr(*shape, seed=0):
-    return np.random.default_rng(seed + sum(shape)).standard_normal(shape).astype(np.float32)
-
-
-def _t(*shape, seed=0):
-    return tp.tensor(_arr(*shape, seed=seed))
+from tests.compiler.test_dynamic_capture import _arr, _t
 
 
 def _broken(x, w):
