@@ -21,12 +21,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import sympy
 
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
 from ..autograd.engine import NoBackward
 from ..runtime.program import BACKEND_OF_DRIVER
 from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
+from ..dialects.tp import symbolic as sym
 from ..dialects.tp.graph import Graph, data_dependent_symbols
 from ..nn.modules.module import Module
 from . import dynamic_decisions, tracedir
@@ -34,7 +36,7 @@ from ._logging import get_logger
 from .autodiff import Differentiated, differentiate, live_values, replay_eagerly
 from .capture import pytree
 from .capture.bindings import ArgInput, ArrayInput, AttachedInput, Binding
-from .capture.graphs import interpret, structural_key
+from .capture.graphs import interpret, structural_key, substitute_sizes
 from .capture.reads import ReadGuard
 from .capture.guards import (CallKey, ModuleGuard, call_key, describe_change, free_objects, is_module, mask_key,
                              module_guard, size_changes, tensor_meta_guard)
@@ -235,6 +237,16 @@ def _attach_backward(training: Differentiated, runner: Any, backend: Any) -> Non
     scope = tracedir.current()
     training.compile = lambda g, arrays: tracedir.within(
         scope, compile_graph, g, arrays, backend) if g.nodes else _passthrough(g)
+
+
+def _input_symbols(graph: Graph, arrays: Sequence[Any]) -> dict[Any, int]:
+    """The size symbols that are input dimensions of ``graph``, with this call's values."""
+    out: dict[Any, int] = {}
+    for v, a in zip(graph.inputs, arrays):
+        for d, size in enumerate(v.type.shape):
+            if sym.is_symbolic(size) and size.is_Symbol and size not in out:
+                out[size] = int(a.shape[d])
+    return out
 
 
 def _graph_grad_outputs(graph: Graph, requires: list[bool]) -> frozenset[int]:
@@ -876,9 +888,24 @@ class CompiledFunction:
 
                 return [o._data for o in outs], follow
             name = graph.name = f"{self.name}_segment{len(group.segments)}"
-            symbols = data_dependent_symbols(graph)  # (its other sizes are fixed for this call)
-            env = ShapeEnv.of_unbacked(name, symbols) if symbols else None
-            training = self._differentiator(None, name)(graph, requires, env)
+            symbols = data_dependent_symbols(graph)
+            sizes = _input_symbols(graph, arrays)  # symbolic sizes the segment reads from its inputs
+            training = None
+            if sizes:  # a backward for every size, if building it asks nothing about them
+                env = ShapeEnv.of_unbacked(name, symbols | set(sizes))
+                training = differentiator(None, name, self.options.get("partitioner", "min_cut"),
+                                          log=False)(graph, requires, env)
+                if not isinstance(training, Differentiated):  # it did: this call's sizes
+                    _log_perf.info("%s: backward built for this call's sizes (%s)", name, training)
+                    substitute_sizes(graph, lambda e: sym.as_size(e.xreplace(sizes))
+                                     if isinstance(e, sympy.Basic) else e)
+                    skey = (structural_key(graph), self._config, "training", requires)
+                    hit = group.segments.get(skey)
+                    training = None
+            if hit is None and training is None:
+                env = ShapeEnv.of_unbacked(name, symbols) if symbols else None
+                training = self._differentiator(None, name)(graph, requires, env)
+        if hit is None:
             backend = self._backend_for(arrays)
             runner = compile_graph(graph, arrays, backend)
             if isinstance(training, Differentiated):

@@ -99,10 +99,13 @@ def test_training_through_a_break_with_changing_sizes(backend):
         return out.detach().numpy(), w.grad.numpy()
 
     g = tp.compile(_broken, backend=backend)
-    for b, t in SIZES[:4]:
+    for i, (b, t) in enumerate(SIZES):
         got, want = run(g, b, t), run(_broken, b, t)
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-5)
+        if i == 1:
+            programs = backend.count  # static then symbolic segments, each with its backward
+    assert programs == backend.count == 8  # the backwards are symbolic too: no compile after the 2nd call
 
 
 @pytest.mark.iree

@@ -839,8 +839,8 @@ class Capture:
             prune_inputs(graph)
             order_inputs_by_use(graph)
             sources = self._segment_sources(graph, pending)
-            # (a training segment's backward and nested regions are built for static sizes)
-            settle = self._settle_sizes(graph, first, keep=sources is None and not graph.callees())
+            # (nested regions are built for static sizes)
+            settle = self._settle_sizes(graph, first, keep=not graph.callees())
             if _log_graphs.isEnabledFor(logging.INFO):
                 _log_graphs.info("segment of %s:\n%s", self.config.name, format_graph(graph))
             arrays = [first[v] for v in graph.inputs]
