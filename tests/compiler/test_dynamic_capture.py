@@ -281,3 +281,24 @@ def test_split_and_chunk_keep_piece_sizes_symbolic(backend):
     # split(3): 7..9 is three pieces; chunk(2)'s x.size(1) > ceil(x.size(1) / 2) follows from them
     assert guards == ["x.size(1) >= 7", "x.size(1) <= 9"]
     assert "tensor<s0xs1 - 6xf32>" in format_graph(backend.graphs[0])  # the last piece: 3, 3, s1 - 6
+
+
+def test_draws_inside_a_nested_region_keep_symbolic_sizes(backend):
+    @tp.compiler.nested_compile_region
+    def noise(x):
+        b, t = x.shape
+        return tp.randn(b, t) + F.dropout(x, 0.5, training=True) * 0
+
+    def f(x):
+        return noise(x), noise(x * 2)
+
+    g = tp.compile(f, backend=backend, dynamic=True)
+    seen = []
+    for b, t in [(2, 3), (4, 5), (1, 7), (4, 5)]:
+        a, c = g(_t(b, t))
+        assert a.shape == c.shape == (b, t)
+        assert not np.array_equal(a.numpy(), c.numpy())  # each site draws its own values
+        seen.append(a.numpy())
+    assert not np.array_equal(seen[1], seen[3])  # and every call draws again
+    assert backend.count == 1  # one graph for every size (the draws' sizes were specialized before)
+    assert "tensor<s0xs1xf32>" in format_graph(backend.graphs[0])

@@ -136,8 +136,11 @@ class _RegionFrame:
         self.value_of(tensor)
         self.current[id(tensor)] = (tensor, new)
 
-    def random_input(self, fn: Callable[..., Any], args: tuple, kwargs: dict, out: Tensor) -> Tensor:
-        v = self.graph.add_input(out._tensor_type())
+    def random_input(self, fn: Callable[..., Any], args: tuple, kwargs: dict, out: Tensor,
+                     ttype: Any = None) -> Tensor:
+        """A draw inside the region: an input each site draws for (``ttype``: its symbolic
+        type, when ``args`` hold the sizes as SymInts)."""
+        v = self.graph.add_input(ttype if ttype is not None else out._tensor_type())
         self.locators.append(("random", fn, args, kwargs))
         return Tensor._from_type(v.type, _Ref(self.session, self.graph, v))
 

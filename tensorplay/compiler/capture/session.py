@@ -620,9 +620,10 @@ class Capture:
         if any(isinstance(a, Tensor) and a._data is None for a in leaves):
             return self.run_eagerly(fn, args, kwargs, f"{_fn_name(fn)}() with a captured tensor argument")
         symbolic = self._symbolic_draw(fn, args, kwargs, leaves)
+        given = (args, kwargs)
         if symbolic is None and any(isinstance(a, sym.SymInt) for a in leaves):
-            # a draw whose shape is not a plain size argument, or one inside a region or a
-            # segment: its sizes become constants
+            # a draw whose shape is not a plain size argument, or one in a segment: its sizes
+            # become constants
             args, kwargs = pytree.unflatten(tree, [int(a) if isinstance(a, sym.SymInt) else a for a in leaves])
         elif symbolic is not None:
             args, kwargs = pytree.unflatten(tree, [self.shape_env.hint(a.node) if isinstance(a, sym.SymInt)
@@ -631,6 +632,10 @@ class Capture:
             out = fn(*args, **kwargs)
         if self.mode != TRACE or self._regions:
             if self._regions:
+                ttype = type_of_array(out._data)
+                if symbolic is not None and len(symbolic) == len(ttype.shape):
+                    # every call site draws with the sizes as symbols (the region's input is symbolic)
+                    return self._regions[-1].random_input(fn, *given, out, TensorType(symbolic, ttype.dtype))
                 return self._regions[-1].random_input(fn, args, kwargs, out)
             return out
         ttype = type_of_array(out._data)
@@ -648,7 +653,7 @@ class Capture:
     def _symbolic_draw(self, fn: Callable[..., Any], args: tuple, kwargs: dict, leaves: list) -> tuple | None:
         """The shape of a traced draw whose size arguments hold symbolic sizes (entries are
         ints and sympy expressions), or None when the draw is static or cannot stay symbolic."""
-        if self.mode != TRACE or self._regions or not any(isinstance(a, sym.SymInt) for a in leaves):
+        if self.mode != TRACE or not any(isinstance(a, sym.SymInt) for a in leaves):
             return None
         size_of = getattr(fn, "random_size", None)
         try:
