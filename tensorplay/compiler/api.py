@@ -297,7 +297,6 @@ class CacheGroup:
         self.decision_id: str | None = None  # names the callable across processes (dynamic_decisions)
         self.remembered_name: str | None = None  # the graph name an earlier run gave its dynamic capture
         self.decisions_loaded = False
-        self.remembered_name = None
         self.warned = False
         self.segments_warned = False
         self.lock = threading.RLock()
@@ -791,8 +790,8 @@ class CompiledFunction:
         self._group.add(entry)
         return result
 
-    def _differentiator(self, leaves: list[Any] | None, name: str) -> Callable[..., Any]:
-        return differentiator(leaves, name, self.options.get("partitioner", "min_cut"))
+    def _differentiator(self, leaves: list[Any] | None, name: str, *, log: bool = True) -> Callable[..., Any]:
+        return differentiator(leaves, name, self.options.get("partitioner", "min_cut"), log=log)
 
     def _guards(self, leaves: list[Any], paths: list[str]) -> tuple[list, list, list]:
         modules: list[tuple[str, Any]] = []
@@ -893,8 +892,7 @@ class CompiledFunction:
             training = None
             if sizes:  # a backward for every size, if building it asks nothing about them
                 env = ShapeEnv.of_unbacked(name, symbols | set(sizes))
-                training = differentiator(None, name, self.options.get("partitioner", "min_cut"),
-                                          log=False)(graph, requires, env)
+                training = self._differentiator(None, name, log=False)(graph, requires, env)
                 if not isinstance(training, Differentiated):  # it did: this call's sizes
                     _log_perf.info("%s: backward built for this call's sizes (%s)", name, training)
                     substitute_sizes(graph, lambda e: sym.as_size(e.xreplace(sizes))
@@ -984,8 +982,7 @@ class CompiledFunction:
         if group.decision_id is None:
             return ""
         remembered, group.remembered_name = dynamic_decisions.load(group.decision_id)
-        for path, dims in remembered.items():
-            group.auto_dynamic.setdefault(path, set()).update(dims)
+        group.grow_dynamic([(path, d) for path, dims in remembered.items() for d in dims])
         text = ", ".join(f"{path} dim {d}" for path, dims in sorted(remembered.items()) for d in sorted(dims))
         if text:
             _log_recompiles.info("%s: automatic dynamic from an earlier run: %s dynamic from the first capture",

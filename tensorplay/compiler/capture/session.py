@@ -552,13 +552,6 @@ class Capture:
         """Whether a nested compile region is being traced (its inputs have static sizes)."""
         return bool(self._regions)
 
-    def _type_of(self, t: Tensor) -> TensorType:
-        """The type ``t`` enters a graph with: its symbolic type when this capture keeps one."""
-        mark = t._sym
-        if mark is not None and mark[0] is self and t._data is not None and not self._regions:
-            return mark[1]
-        return t._tensor_type()
-
     def _mark_symbolic(self, t: Tensor, ttype: TensorType) -> None:
         """Keep ``ttype`` (symbolic sizes) as the type of the concrete tensor ``t`` until the
         capture ends (a static type clears the mark)."""
@@ -692,7 +685,7 @@ class Capture:
             binding: Binding = AttachedInput(t, t._data, _describe(t))
         else:
             binding = ArrayInput(t._data)
-        value = self._add_input(self._type_of(t), binding)
+        value = self._add_input(t._tensor_type(), binding)
         self._lifted[id(t)] = (t, value)
         return value
 
@@ -785,7 +778,7 @@ class Capture:
         """Lazy mode: a concrete tensor updated in place becomes a capture tensor until the
         next flush makes it concrete again (with the new value)."""
         self._converted.append((tensor, tensor._data))
-        tensor._type = self._type_of(tensor)
+        tensor._type = tensor._tensor_type()
         if tensor._sym is not None:
             tensor._sym = None
         tensor._data = None
