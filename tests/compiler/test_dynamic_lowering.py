@@ -52,6 +52,16 @@ def images(img, k):
     return F.max_pool2d(F.relu(y), 2), F.avg_pool2d(y, 2, ceil_mode=True)
 
 
+_DEPTHWISE = tp.tensor(_arr((4, 1, 3, 3), 98))
+_ONE_CHANNEL = tp.tensor(_arr((3, 1, 2, 2), 99))
+
+
+def taps(img):
+    # one input channel per group with a static kernel: an elementwise sum over the taps
+    deep = F.conv2d(img, _DEPTHWISE, padding=1, groups=2, dilation=(1, 2))
+    return deep, F.conv2d(img[:, 1:], _ONE_CHANNEL), F.conv2d(img[:, :1], _ONE_CHANNEL, stride=2)
+
+
 def prefix_sums(x):
     # scans of four symbolic dims: IREE compiles scans of at most three, so a view is scanned
     return x.cumsum(0), x.cumsum(-1), (x > 0).cumsum(2)
@@ -80,6 +90,7 @@ CASES = {
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
     "layers": (layers, [((2, 5, 8), (8, 4)), ((1, 1, 8), (8, 4)), ((3, 12, 8), (8, 4))]),
     "images": (images, [((1, 2, 8, 8), (4, 2, 3, 3)), ((3, 2, 5, 7), (4, 2, 3, 3)), ((2, 2, 12, 4), (4, 2, 3, 3))]),
+    "taps": (taps, [((1, 2, 6, 6),), ((3, 2, 5, 9),), ((2, 2, 4, 3),)]),
     "prefix_sums": (prefix_sums, [((2, 3, 4, 5),), ((1, 2, 1, 3),), ((3, 1, 5, 2),)]),
     "strided_broadcasts": (strided_broadcasts, [((2, 3),), ((4, 2),), ((1, 3),)]),
     "strided_masks": (strided_masks, [((5, 7),), ((4, 3),), ((9, 2),)]),

@@ -85,6 +85,12 @@ _CONV2D = [
     ((2, 3, 4, 4), (2, 3, 4, 4), False, {}),  # kernel equals input
     ((0, 3, 4, 4), (2, 3, 3, 3), True, {}),  # empty batch
     ((1, 6, 10, 10), (6, 3, 3, 3), True, dict(stride=3, padding=2, dilation=(1, 2), groups=2)),
+    # one input channel per group: lowered as a sum over the kernel taps
+    ((2, 1, 7, 6), (3, 1, 3, 3), True, dict(padding=1)),
+    ((2, 1, 9, 8), (4, 1, 3, 2), False, dict(stride=2, padding=(1, 0), dilation=(1, 2))),
+    ((1, 3, 6, 6), (6, 1, 3, 3), True, dict(groups=3, padding=1)),  # depthwise, two filters each
+    ((1, 3, 7, 7), (3, 1, 3, 3), True, dict(groups=3, stride=2)),  # strided depthwise: a convolution
+    ((0, 1, 5, 5), (2, 1, 3, 3), True, {}),
 ]
 
 
