@@ -415,6 +415,42 @@ def test_compiled_calls_require_grad_like_eager_and_differentiate_like_eager():
     tp.compiler.reset()
 
 
+@pytest.mark.iree
+@pytest.mark.parametrize("geometry", [dict(kernel_size=2), dict(kernel_size=(2, 3)),
+                                      dict(kernel_size=3, stride=2, padding=1)])
+def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window(geometry):
+    F = tp.nn.functional
+    # ties and NaNs in every window position: eager and compiled gradients against the rule
+    # PyTorch's CPU kernel follows (the first maximum in row-major order, the first NaN)
+    x = np.array([[1.0, 1.0, 0.0, 2.0, 2.0, 3.0, 1.0],
+                  [1.0, 0.5, 2.0, np.nan, 1.0, 3.0, 3.0],
+                  [4.0, 4.0, 4.0, 4.0, np.nan, np.nan, 0.0],
+                  [4.0, 4.0, 1.0, 1.0, 1.0, 0.0, 0.0],
+                  [0.0, 0.0, 0.0, 0.0, 5.0, 5.0, 5.0]], np.float32)[None, None].repeat(2, axis=1)
+    g = np.random.default_rng(3).standard_normal(F.max_pool2d(tp.tensor(x), **geometry).shape).astype(np.float32)
+    want = np.zeros_like(x)
+    _, idx = F.max_pool2d(tp.tensor(x), return_indices=True, **geometry)
+    for (n, c, i, j), flat in np.ndenumerate(idx.numpy()):
+        want[n, c].reshape(-1)[flat] += g[n, c, i, j]
+
+    def grad_of(fn):
+        a = tp.tensor(x, requires_grad=True)
+        fn(a).backward(tp.tensor(g))
+        return a.grad.numpy()
+
+    def pool(a):
+        return F.max_pool2d(a, **geometry)
+
+    np.testing.assert_array_equal(grad_of(pool), want)
+    np.testing.assert_array_equal(grad_of(tp.compile(pool)), want)
+    if HAS_TORCH:
+        import torch
+
+        t = torch.tensor(x, requires_grad=True)
+        torch.nn.functional.max_pool2d(t, **geometry).backward(torch.tensor(g))
+        np.testing.assert_array_equal(t.grad.numpy(), want)
+
+
 DEVICE_BACKENDS = {"iree-vulkan": "vulkan", "iree-cuda": "cuda"}
 
 

@@ -171,11 +171,13 @@ def extremum_identity(d: dt.DType, largest: bool) -> Any:
     return int(info.min) if largest else int(info.max)
 
 
-def beats(v: ir.Value, i: ir.Value, cur: ir.Value, cur_i: ir.Value, d: dt.DType, largest: bool) -> ir.Value:
+def beats(v: ir.Value, i: ir.Value, cur: ir.Value, cur_i: ir.Value, d: dt.DType, largest: bool,
+          last_nan: bool = False) -> ir.Value:
     """Whether (value, index) ``(v, i)`` replaces ``(cur, cur_i)`` in an arg-max (``largest``)
     or an arg-min: a strictly better value, or an equal one at a smaller index; NaN beats
-    every number. A total order, so the result does not depend on the order IREE combines
-    partial reductions in."""
+    every number, and of two NaNs the earlier wins (the later with ``last_nan``, as PyTorch's
+    max pooling picks). A total order, so the result does not depend on the order IREE
+    combines partial reductions in."""
     earlier = arith.CmpIOp(_I.slt, i, cur_i).result
     if d.is_floating_point:
         better = arith.CmpFOp(_F.OGT if largest else _F.OLT, v, cur).result
@@ -183,8 +185,13 @@ def beats(v: ir.Value, i: ir.Value, cur: ir.Value, cur_i: ir.Value, d: dt.DType,
         v_nan = arith.CmpFOp(_F.UNO, v, v).result
         cur_nan = arith.CmpFOp(_F.UNO, cur, cur).result
         only_v_nan = arith.AndIOp(v_nan, arith.XOrIOp(cur_nan, const_scalar(True, dt.bool_)).result).result
-        tie = arith.OrIOp(equal, arith.AndIOp(v_nan, cur_nan).result).result
+        both_nan = arith.AndIOp(v_nan, cur_nan).result
         better = arith.OrIOp(better, only_v_nan).result
+        if last_nan:
+            later = arith.CmpIOp(_I.sgt, i, cur_i).result
+            return arith.OrIOp(better, arith.OrIOp(arith.AndIOp(equal, earlier).result,
+                                                   arith.AndIOp(both_nan, later).result).result).result
+        tie = arith.OrIOp(equal, both_nan).result
     else:
         unsigned = d.is_bool or not d.is_signed
         pred = (_I.ugt if unsigned else _I.sgt) if largest else (_I.ult if unsigned else _I.slt)

@@ -258,7 +258,8 @@ def _max_pool2d(ctx: LowerCtx) -> list[ir.Value]:
 
 @lowers("tp.max_pool2d_with_indices",
         summary="`tensor.pad` + `linalg.generic` (reduction over the window) carrying (value, flat "
-                "index) pairs: the larger value, NaN first, ties to the smaller index, padding skipped")
+                "index) pairs: the larger value, NaN first (the last of several NaNs, as PyTorch), ties to "
+                "the smaller index, padding skipped")
 def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
     dtype = ctx.in_types[0].dtype
     kernel, stride, pad, dilation = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
@@ -287,7 +288,7 @@ def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
             inside = arith.AndIOp(inside, within).result
         flat = arith.IndexCastOp(i64, arith.AddIOp(arith.MulIOp(ih, width).result, iw).result).result
         # An order-independent choice, so the reduction may be split (the first maximum).
-        take = arith.AndIOp(beats(v, flat, best, best_at, dtype, True), inside).result
+        take = arith.AndIOp(beats(v, flat, best, best_at, dtype, True, last_nan=True), inside).result
         return [arith.SelectOp(take, v, best).result, arith.SelectOp(take, flat, best_at).result]
 
     result, where = _window_generic(xp, dtype, kernel, stride, dilation, [values, indices], body)

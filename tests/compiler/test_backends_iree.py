@@ -166,6 +166,29 @@ def test_cpu_driver_is_chosen_by_work_and_cores(monkeypatch):
     assert iree.choose_cpu_driver(big) == "local-sync"
 
 
+def test_a_large_graph_times_both_cpu_drivers_on_its_first_calls_and_keeps_one(monkeypatch):
+    monkeypatch.setattr(probe, "usable_cpus", lambda: 2)
+    big = Graph("big")
+    p = big.add_input(T((512, 512), tp.float32))
+    big.set_outputs([big.add1("tp.matmul", [p, p])])
+    backend = tpc.lookup_backend("iree-cpu")
+    run = backend(big, [])
+    assert isinstance(run, iree._DriverTrial) and run.driver is None
+    x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    want = x @ x
+    seen = []
+    for _ in range(2 + 2 * run.TIMED + 2):  # two warm-ups, the timed calls, two calls after
+        (out,) = run(x)
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+        seen.append(run.driver)
+    assert seen[:2 + 2 * run.TIMED - 1] == [None] * (2 + 2 * run.TIMED - 1)
+    assert seen[-1] in ("local-task", "local-sync") and len(set(seen[2 + 2 * run.TIMED - 1:])) == 1
+    # a driver named in the options is used as it is, and a small graph goes to local-sync at once
+    named = backend(big, [], {"runtime_driver": "local-task"})
+    assert not isinstance(named, iree._DriverTrial)
+    assert not isinstance(backend(_small_graph(), []), iree._DriverTrial)
+
+
 def test_cuda_target_follows_the_compute_capability():
     assert iree.cuda_target_for((8, 6)) == "sm_86"
     assert iree.cuda_target_for((9, 0)) == "sm_80"     # IREE 3.13 lacks an sm_90 description

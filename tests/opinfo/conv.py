@@ -147,7 +147,10 @@ def _max_pool2d_ref(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mod
             rows = [r for r in range(i * sh - ph, i * sh - ph + dh * kh, dh) if 0 <= r < h]
             cols = [q for q in range(j * sw - pw, j * sw - pw + dw * kw, dw) if 0 <= q < w]
             window = x[:, :, rows][:, :, :, cols].reshape(n, c, len(rows) * len(cols))
-            first = np.argmax(window, axis=-1)  # numpy's argmax picks the first NaN too
+            first = np.argmax(window, axis=-1)  # the first maximum...
+            k = window.shape[-1]
+            last_nan = k - 1 - np.argmax(np.isnan(window[..., ::-1]), axis=-1)
+            first = np.where(np.isnan(window).any(axis=-1), last_nan, first)  # ...or PyTorch's last NaN
             out[:, :, i, j] = np.max(window, axis=-1)
             idx[:, :, i, j] = np.array(rows)[first // len(cols)] * w + np.array(cols)[first % len(cols)]
     if unbatched:
@@ -189,6 +192,7 @@ _MAX_POOL = [
     ((1, 1, 5, 5), dict(kernel_size=4, stride=2, padding=2, ceil_mode=True)),
     ((3, 5, 5), dict(kernel_size=2, stride=[])),  # unbatched; an empty stride means kernel_size
     ((0, 2, 4, 4), dict(kernel_size=2)),
+    ((2, 3, 7, 9), dict(kernel_size=(2, 3))),  # windows tile all but the last row
 ]
 
 _AVG_POOL = [

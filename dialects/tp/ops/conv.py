@@ -55,6 +55,39 @@ def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
     return out.reshape(n, c, h, w)
 
 
+def _tiled_windows(shape: tuple, attrs: dict[str, Any]) -> bool:
+    """Whether pooling windows tile the input: stride equal to the kernel, no padding or
+    dilation, static height and width (``MaxPool2d(2)``)."""
+    return (tuple(attrs["stride"]) == tuple(attrs["kernel_size"]) and not any(attrs["padding"])
+            and tuple(attrs.get("dilation", (1, 1))) == (1, 1) and not attrs["ceil_mode"]
+            and all(type(d) is int for d in shape[2:]))
+
+
+def _tiled_max_grad(ctx: Any, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -> Any:
+    """A max pool's input gradient where the windows tile the input: each window's first
+    element equal to its maximum (of a window with NaNs, its last NaN) takes the window's gradient. Two
+    fused elementwise/reduction passes over the input, instead of a second pool that tracks
+    indices and a scatter."""
+    n, c, h, w = x.shape
+    (kh, kw), (oh, ow) = kernel, tuple(y.shape[2:])
+    if (oh * kh, ow * kw) != (h, w):
+        x = ctx.apply_op("tp.slice", x, starts=(0, 0, 0, 0), ends=(n, c, oh * kh, ow * kw), steps=(1, 1, 1, 1))
+    xw = x.reshape(n, c, oh, kh, ow, kw)
+    yw = y.reshape(n, c, oh, 1, ow, 1)
+    hit = ctx.apply_op("tp.eq", xw, yw)
+    tap = (G.arange(ctx, kh, dt.int32, g).reshape(1, 1, 1, kh, 1, 1) * kw
+           + G.arange(ctx, kw, dt.int32, g).reshape(1, 1, 1, 1, 1, kw))
+    first = ctx.apply_op("tp.amin", G.where(ctx, hit, tap, kh * kw), dims=(3, 5), keepdim=True)
+    last_nan = ctx.apply_op("tp.amax", G.where(ctx, ctx.apply_op("tp.isnan", xw), tap, -1), dims=(3, 5),
+                            keepdim=True)
+    first = ctx.apply_op("tp.where", ctx.apply_op("tp.ge", last_nan, G.scalar(ctx, 0, last_nan)), last_nan, first)
+    gw = G.where(ctx, ctx.apply_op("tp.eq", tap, first), g.reshape(n, c, oh, 1, ow, 1), 0.0)
+    gx = gw.reshape(n, c, oh * kh, ow * kw)
+    if (oh * kh, ow * kw) != (h, w):
+        gx = ctx.apply_op("tp.pad", gx, low=(0, 0, 0, 0), high=(0, 0, h - oh * kh, w - ow * kw))
+    return gx
+
+
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
                      ceil_mode: bool) -> int:
     """PyTorch's pooling output size along one dim (symmetric padding ``pad``)."""
@@ -127,16 +160,19 @@ class Conv2d(_Spatial):
             extra_w = wd + pl + pr - full.shape[3]
             gx = ctx.apply_op("tp.pad", full, low=(0, 0, -pt, -pl), high=(0, 0, extra_h - pb, extra_w - pr))
         if ctx.needs(1):
-            # per group: the padded input's channels as the batch, the gradient's as the kernel
             xp = ctx.apply_op("tp.pad", x, low=(0, 0, pt, pl), high=(0, 0, pb, pr))
-            og, parts = o // groups, []
-            for k in range(groups):
-                xk = xp.narrow(1, k * cg, cg).permute(1, 0, 2, 3)
-                gk = g.narrow(1, k * og, og).permute(1, 0, 2, 3)
-                part = ctx.apply_op("tp.conv2d", xk, gk, None, stride=(dh, dw), padding=(0, 0, 0, 0),
-                                    dilation=(sh, sw), groups=1)
-                parts.append(part.narrow(2, 0, kh).narrow(3, 0, kw).permute(1, 0, 2, 3))
-            gw = parts[0] if groups == 1 else ctx.apply_op("tp.concat", *parts, dim=0)
+            if _weight_grad_by_taps(x.shape, w.shape, oh, ow):
+                gw = _weight_grad_taps(ctx, xp, g, w.shape, groups, (sh, sw), (dh, dw), (oh, ow))
+            else:
+                # per group: the padded input's channels as the batch, the gradient's as the kernel
+                og, parts = o // groups, []
+                for k in range(groups):
+                    xk = xp.narrow(1, k * cg, cg).permute(1, 0, 2, 3)
+                    gk = g.narrow(1, k * og, og).permute(1, 0, 2, 3)
+                    part = ctx.apply_op("tp.conv2d", xk, gk, None, stride=(dh, dw), padding=(0, 0, 0, 0),
+                                        dilation=(sh, sw), groups=1)
+                    parts.append(part.narrow(2, 0, kh).narrow(3, 0, kw).permute(1, 0, 2, 3))
+                gw = parts[0] if groups == 1 else ctx.apply_op("tp.concat", *parts, dim=0)
         if ctx.needs(2):
             gb = g.sum(dim=(0, 2, 3))
         return gx, gw, gb
@@ -224,6 +260,46 @@ class Conv2d(_Spatial):
         return out
 
 
+#: the most elements the kernel-tap copies of a convolution's input may hold for its weight
+#: gradient to be a matmul over them (64 MiB of float32)
+TAPS_GRAD_MAX = 1 << 24
+
+
+def _weight_grad_by_taps(x_shape: tuple, w_shape: tuple, oh: Dim, ow: Dim) -> bool:
+    """Whether a convolution's weight gradient is a matmul over copies of the input, one per
+    kernel tap: static sizes, at most TAPS_GRAD_MAX elements copied."""
+    sizes = tuple(x_shape) + tuple(w_shape) + (oh, ow)
+    if not all(type(d) is int for d in sizes):
+        return False
+    n, c = x_shape[:2]
+    kh, kw = w_shape[2:]
+    return n * c * kh * kw * oh * ow <= TAPS_GRAD_MAX
+
+
+def _weight_grad_taps(ctx: Any, xp: Any, g: Any, w_shape: tuple, groups: int, stride: tuple[int, int],
+                      dilation: tuple[int, int], out: tuple[int, int]) -> Any:
+    """dL/dweight as one (batched over groups) matmul: the output gradient, (O/g, N*oH*oW) per
+    group, times the padded input's windows laid out tap by tap, (C/g*kH*kW, N*oH*oW). IREE
+    runs this 3-10x faster than the convolution of the transposed input by the gradient,
+    whose transposes it folds into a contraction it tiles poorly."""
+    o, cg, kh, kw = w_shape
+    n = xp.shape[0]
+    oh, ow = out
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            top, left = i * dilation[0], j * dilation[1]
+            box = dict(starts=(0, 0, top, left), ends=(n, groups * cg, top + (oh - 1) * stride[0] + 1,
+                                                       left + (ow - 1) * stride[1] + 1),
+                       steps=(1, 1, stride[0], stride[1]))
+            taps.append(ctx.apply_op("tp.slice", xp, **box).reshape(n, groups * cg, 1, oh * ow))
+    cols = taps[0] if len(taps) == 1 else ctx.apply_op("tp.concat", *taps, dim=2)
+    k = kh * kw
+    cols = cols.reshape(n, groups, cg * k, oh * ow).permute(1, 2, 0, 3).reshape(groups, cg * k, n * oh * ow)
+    gg = g.reshape(n, groups, o // groups, oh * ow).permute(1, 2, 0, 3).reshape(groups, o // groups, n * oh * ow)
+    return ctx.apply_op("tp.matmul", gg, cols.transpose(1, 2)).reshape(o, cg, kh, kw)
+
+
 class _Pool2d(_Spatial):
     """Family base of the pooling ops: window geometry, checks and output size."""
 
@@ -305,6 +381,8 @@ class MaxPool2d(_MaxPoolBase):
     name = "tp.max_pool2d"
 
     def vjp(self, ctx, grads):  # to the element each window's maximum came from (the first of ties)
+        if _tiled_windows(ctx.input_meta[0][0], ctx.attrs):
+            return (_tiled_max_grad(ctx, ctx.input(0), ctx.output(0), grads[0], ctx.attrs["kernel_size"]),)
         _, indices = ctx.apply_op("tp.max_pool2d_with_indices", ctx.input(0), **ctx.attrs)
         return (_scatter_to_indices(ctx, grads[0], indices),)
 
@@ -318,7 +396,8 @@ class MaxPool2d(_MaxPoolBase):
 
 @register
 class MaxPool2dWithIndices(_MaxPoolBase):
-    """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum."""
+    """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum
+    (of a window with NaNs: its last NaN, as PyTorch's CPU kernel)."""
 
     name = "tp.max_pool2d_with_indices"
     results = ("result", "indices")
@@ -342,9 +421,12 @@ class MaxPool2dWithIndices(_MaxPoolBase):
         cols = np.arange(ow)[:, None] * sw + np.arange(kw)[None, :] * dw - pw  # (ow, kw)
         inside = (((rows >= 0) & (rows < h))[:, None, :, None]
                   & ((cols >= 0) & (cols < w))[None, :, None, :])
-        # the first in-bounds element equal to the maximum (or NaN, which is the maximum)
-        hits = ((win == best[..., None, None]) | (win != win)) & inside
+        # the first in-bounds element equal to the maximum, or PyTorch's last NaN
+        hits = (win == best[..., None, None]) & inside
         first = hits.reshape(n, c, oh, ow, kh * kw).argmax(axis=-1)
+        nans = ((win != win) & inside).reshape(n, c, oh, ow, kh * kw)
+        last_nan = kh * kw - 1 - nans[..., ::-1].argmax(axis=-1)
+        first = np.where(nans.any(axis=-1), last_nan, first)
         ki, kj = first // kw, first % kw
         ih = np.arange(oh)[:, None] * sh + ki * dh - ph
         iw = np.arange(ow)[None, :] * sw + kj * dw - pw

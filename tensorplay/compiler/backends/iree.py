@@ -381,6 +381,11 @@ class IreeBackend:
                       driver, probe.graph_work(graph), probe.usable_cpus())
         start = time.perf_counter()
         runner = bind(Program(vmfb, driver, name=graph.name), prepared)
+        if driver == "local-task" and (options or {}).get("runtime_driver", "auto") == "auto":
+            # the worker pool pays for its hand-offs only on large dispatches: which driver runs
+            # this program faster is measured on its first calls
+            other = bind(Program(vmfb, "local-sync", name=graph.name), prepared)
+            runner = _DriverTrial(runner, other, self.name, graph.name, tracedir.current())
         tracedir.note(tracedir.current(), driver=driver, load_s=round(time.perf_counter() - start, 6))
         return runner
 
@@ -483,6 +488,67 @@ def empty_sizes_check(graph: Graph) -> Callable[[Sequence[Any]], bool] | None:
 
 #: how IREE 3.13's Vulkan HAL refuses a dispatch over an empty tensor
 _EMPTY_BINDING = "resolved to an empty buffer range"
+
+
+class _DriverTrial:
+    """A CPU program loaded on both drivers, ``local-task`` (IREE's worker pool) and
+    ``local-sync`` (the calling thread), that times its first calls on each and keeps the
+    faster. Both run the same vmfb on host memory, so results do not depend on the choice.
+    The pool wins on large dispatches (1.2-5.8x on the forward benchmarks) and loses where a
+    program is many small ones: on the 2-core machine of docs/performance.md a hand-off costs
+    20-60 us, and a training step of 80+ kernels (the example GPT's) ran 2x slower on it."""
+
+    #: timed calls on each driver, after one untimed warm-up call each
+    TIMED = 3
+
+    def __init__(self, task: Any, sync: Any, backend: str, graph_name: str, scope: Any):
+        object.__setattr__(self, "_runners", (task, sync))
+        object.__setattr__(self, "_times", ([], []))
+        object.__setattr__(self, "_calls", 0)
+        object.__setattr__(self, "_chosen", None)
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_about", (backend, graph_name, scope))
+
+    def __call__(self, *arrays: Any) -> list:
+        chosen = self._chosen
+        if chosen is not None:
+            return chosen(*arrays)
+        with self._lock:
+            k = self._calls
+            object.__setattr__(self, "_calls", k + 1)
+        which = k % 2
+        start = time.perf_counter()
+        out = self._runners[which](*arrays)
+        if k >= 2:
+            self._decide(which, time.perf_counter() - start)
+        return out
+
+    def _decide(self, which: int, seconds: float) -> None:
+        with self._lock:
+            self._times[which].append(seconds)
+            task, sync = self._times
+            if self._chosen is not None or min(len(task), len(sync)) < self.TIMED:
+                return
+            best = 0 if min(task) <= min(sync) else 1
+            object.__setattr__(self, "_chosen", self._runners[best])
+        backend, graph_name, scope = self._about
+        driver = ("local-task", "local-sync")[best]
+        _log.info("%s: graph %r runs on %s (fastest of %d calls each: local-task %.1f us, local-sync %.1f us)",
+                  backend, graph_name, driver, self.TIMED, 1e6 * min(task), 1e6 * min(sync))
+        tracedir.note(scope, driver=driver, driver_trial_us={"local-task": round(1e6 * min(task), 1),
+                                                             "local-sync": round(1e6 * min(sync), 1)})
+
+    @property
+    def driver(self) -> str | None:
+        """The driver chosen, None while the first calls still time both."""
+        return None if self._chosen is None else ("local-task", "local-sync")[self._runners.index(self._chosen)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._runners[0], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        for runner in self._runners:
+            setattr(runner, name, value)
 
 
 class _EmptyGuarded:
