@@ -500,6 +500,8 @@ class _DriverTrial:
 
     #: timed calls on each driver, after one untimed warm-up call each
     TIMED = 3
+    #: (a runtime Function underneath: device arrays are passed as they are)
+    takes_device_arrays = True
 
     def __init__(self, task: Any, sync: Any, backend: str, graph_name: str, scope: Any):
         object.__setattr__(self, "_runners", (task, sync))
@@ -559,6 +561,9 @@ class _EmptyGuarded:
     device failed for every later call (its HIP driver skips such launches); its Vulkan HAL
     refuses to bind an empty buffer range. A size the data decides (``retry``) is known only
     once the program runs: a call that Vulkan refuses that way runs on the host too."""
+
+    #: (device arrays are passed to the Function underneath, or handled in the host fallback)
+    takes_device_arrays = True
 
     def __init__(self, runner: Any, graph: Graph, empty: Callable[[Sequence[Any]], bool] | None, backend: str,
                  retry: bool = False):

@@ -78,7 +78,8 @@ class Backend:
         if not callable(run):
             raise TypeError(f"backend {self.label!r} returned {type(run).__name__}, not a callable "
                             f"run(*arrays) -> list of arrays")
-        return run if isinstance(run, Function) else _on_host(run)
+        # IREE's runners (a runtime Function, or a wrapper of one) take device arrays as they are
+        return run if isinstance(run, Function) or getattr(run, "takes_device_arrays", False) else _on_host(run)
 
 
 def _on_host(run: Runner) -> Runner:
