@@ -142,7 +142,7 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
         # IREE 3.13 crashes compiling a contraction over a static empty dim; the sum is just 0.
         result = filled([n, o, oh, ow], acc_dtype, 0)
     elif _by_taps(cg, o, kh, kw, stride, groups, x_sizes):
-        result = _conv_taps(x, w, x_sizes, [n, o, oh, ow], groups, stride, dilation, dtype, acc_dtype)
+        result = _conv_taps(x, w, [n, o, oh, ow], (kh, kw), groups, stride, dilation, dtype, acc_dtype)
     elif groups == 1:
         result = linalg.conv_2d_nchw_fchw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)], **geometry)
     elif cg == 1 and isinstance(o, int) and o == groups:
@@ -184,14 +184,14 @@ def _by_taps(cg: Size, o: Size, kh: Size, kw: Size, stride: Sequence[int], group
     return True
 
 
-def _conv_taps(x: ir.Value, w: ir.Value, x_sizes: list[Size], out_sizes: list[Size], groups: int,
+def _conv_taps(x: ir.Value, w: ir.Value, out_sizes: list[Size], kernel: tuple[int, int], groups: int,
                stride: Sequence[int], dilation: Sequence[int], dtype: dt.DType,
                acc_dtype: dt.DType) -> ir.Value:
     """A convolution with one input channel per group as a parallel ``linalg.generic`` over
     (n, group, multiplier, oh, ow) summing, tap by tap, a strided slice of the padded input
     times that tap's weights: no reduction loop, vectorized along the output width."""
     n, o, oh, ow = out_sizes
-    kh, kw = ir.RankedTensorType(w.type).shape[2:]
+    kh, kw = kernel
     mult = o // groups
     elem = elem_type(dtype)
     slice_sizes = [n, groups, oh, ow]
@@ -211,9 +211,8 @@ def _conv_taps(x: ir.Value, w: ir.Value, x_sizes: list[Size], out_sizes: list[Si
         ins.append((expand(weights, [[0, 1]], [groups, mult]), w_map))
 
     def body(args: list[ir.Value]) -> ir.Value:
-        count = len(taps)
         total = None
-        for a, b in zip(args[:count], args[count:2 * count]):
+        for a, b in zip(args[:len(taps)], args[len(taps):]):
             term = scalar_mul(cast_scalar(a, dtype, acc_dtype), cast_scalar(b, dtype, acc_dtype), acc_dtype)
             total = term if total is None else scalar_add(total, term, acc_dtype)
         return total

@@ -70,7 +70,8 @@ def _tiled_max_grad(ctx: Any, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -
     indices and a scatter."""
     n, c, h, w = x.shape
     (kh, kw), (oh, ow) = kernel, tuple(y.shape[2:])
-    if (oh * kh, ow * kw) != (h, w):
+    cropped = (oh * kh, ow * kw) != (h, w)  # floor mode leaves rows or columns out
+    if cropped:
         x = ctx.apply_op("tp.slice", x, starts=(0, 0, 0, 0), ends=(n, c, oh * kh, ow * kw), steps=(1, 1, 1, 1))
     xw = x.reshape(n, c, oh, kh, ow, kw)
     yw = y.reshape(n, c, oh, 1, ow, 1)
@@ -83,7 +84,7 @@ def _tiled_max_grad(ctx: Any, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -
     first = ctx.apply_op("tp.where", ctx.apply_op("tp.ge", last_nan, G.scalar(ctx, 0, last_nan)), last_nan, first)
     gw = G.where(ctx, ctx.apply_op("tp.eq", tap, first), g.reshape(n, c, oh, 1, ow, 1), 0.0)
     gx = gw.reshape(n, c, oh * kh, ow * kw)
-    if (oh * kh, ow * kw) != (h, w):
+    if cropped:
         gx = ctx.apply_op("tp.pad", gx, low=(0, 0, 0, 0), high=(0, 0, h - oh * kh, w - ow * kw))
     return gx
 

@@ -500,6 +500,8 @@ class _DriverTrial:
 
     #: timed calls on each driver, after one untimed warm-up call each
     TIMED = 3
+    #: the drivers, in the order of the runners given
+    DRIVERS = ("local-task", "local-sync")
     #: (a runtime Function underneath: device arrays are passed as they are)
     takes_device_arrays = True
 
@@ -507,7 +509,8 @@ class _DriverTrial:
         object.__setattr__(self, "_runners", (task, sync))
         object.__setattr__(self, "_times", ([], []))
         object.__setattr__(self, "_calls", 0)
-        object.__setattr__(self, "_chosen", None)
+        object.__setattr__(self, "_chosen", None)  # the runner kept, once the trial is over
+        object.__setattr__(self, "_best", None)  # its index
         object.__setattr__(self, "_lock", threading.Lock())
         object.__setattr__(self, "_about", (backend, graph_name, scope))
 
@@ -532,18 +535,19 @@ class _DriverTrial:
             if self._chosen is not None or min(len(task), len(sync)) < self.TIMED:
                 return
             best = 0 if min(task) <= min(sync) else 1
+            object.__setattr__(self, "_best", best)
             object.__setattr__(self, "_chosen", self._runners[best])
         backend, graph_name, scope = self._about
-        driver = ("local-task", "local-sync")[best]
+        driver = self.DRIVERS[best]
         _log.info("%s: graph %r runs on %s (fastest of %d calls each: local-task %.1f us, local-sync %.1f us)",
                   backend, graph_name, driver, self.TIMED, 1e6 * min(task), 1e6 * min(sync))
-        tracedir.note(scope, driver=driver, driver_trial_us={"local-task": round(1e6 * min(task), 1),
-                                                             "local-sync": round(1e6 * min(sync), 1)})
+        tracedir.note(scope, driver=driver, driver_trial_us={d: round(1e6 * min(t), 1)
+                                                             for d, t in zip(self.DRIVERS, self._times)})
 
     @property
     def driver(self) -> str | None:
         """The driver chosen, None while the first calls still time both."""
-        return None if self._chosen is None else ("local-task", "local-sync")[self._runners.index(self._chosen)]
+        return None if self._best is None else self.DRIVERS[self._best]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runners[0], name)

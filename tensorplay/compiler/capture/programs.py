@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
-from ...runtime.program import Function, to_device
+from ...runtime.program import to_device
 from ...runtime.storage import DeviceArray, driver_of_arrays
 from ...dialects.tp.graph import Graph, Node, Value
 from .._logging import get_logger
@@ -79,7 +79,7 @@ class Backend:
             raise TypeError(f"backend {self.label!r} returned {type(run).__name__}, not a callable "
                             f"run(*arrays) -> list of arrays")
         # IREE's runners (a runtime Function, or a wrapper of one) take device arrays as they are
-        return run if isinstance(run, Function) or getattr(run, "takes_device_arrays", False) else _on_host(run)
+        return run if getattr(run, "takes_device_arrays", False) else _on_host(run)
 
 
 def _on_host(run: Runner) -> Runner:
