@@ -155,6 +155,10 @@ class Function:
     on the device between calls (module weights); ``private`` the inputs the program may write
     into (passed as fresh copies: a caller's array or device tensor is never changed)."""
 
+    #: it takes DeviceArrays of its program's device as they are (the compiler wraps other
+    #: runners to copy device arrays to the host)
+    takes_device_arrays = True
+
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
                  "device_results", "_vm_function", "_n_results", "_logged", "_special", "__weakref__")
 
@@ -614,10 +618,13 @@ _resident: dict[tuple[str, int, str], tuple[weakref.ref, Any]] = {}
 def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None, label: str | None,
                   index: int | None = None) -> Any:
     """The device copy of host ``array`` on ``program``'s device, made on first use and kept
-    while the array lives (a tensor's storage never changes in place; see storage.py)."""
+    while the array lives (a tensor's storage never changes in place; see storage.py). The
+    CPU drivers share one copy: both keep buffers in host memory, and a program on either
+    reads the other's (a program timed on both drivers uploads its weights once)."""
     if storage is None and program.reads_in_place(array):
         return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
-    key = (program.driver, id(array), "" if storage is None else storage.str)
+    memory = "host" if program._host_memory else program.driver
+    key = (memory, id(array), "" if storage is None else storage.str)
     with _lock:
         hit = _resident.get(key)
         if hit is not None and hit[0]() is array:
