@@ -72,13 +72,13 @@ def test_a_reduction_read_through_two_maps_is_fenced_from_its_reader():
     rows = g.add1("tp.reshape", [s], {"shape": (1, 7)})
     cols = g.add1("tp.reshape", [s], {"shape": (7, 1)})
     g.set_outputs([g.add1("tp.add", [rows, cols])])
-    assert _lowered(g).count("util.optimization_barrier") == 1
+    assert _lowered(g).count("iree_tensor_ext.compute_barrier") == 1
     # read through one map (as layer_norm reads its mean), the reduction still fuses
     same = Graph("centered")
     y = same.add_input(TensorType((7, 4), tp.float32))
     mean = same.add1("tp.mean", [y], {"dims": [1], "keepdim": True})
     same.set_outputs([same.add1("tp.mul", [same.add1("tp.sub", [y, mean]), mean])])
-    assert "util.optimization_barrier" not in _lowered(same)
+    assert "iree_tensor_ext.compute_barrier" not in _lowered(same)
 
 
 @pytest.mark.iree
@@ -161,7 +161,7 @@ def test_a_strided_slice_update_read_by_a_pad_or_a_padded_convolution_compiles_t
     g = tp.tensor(rng.standard_normal((4, 6, 4, 4)).astype(np.float32))
     w = tp.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
     (graph,) = tp.compiler.explain(f, g, w).graphs
-    assert _lowered(graph).count("util.optimization_barrier") == 2  # each strided insert, before its pad
+    assert _lowered(graph).count("iree_tensor_ext.compute_barrier") == 2  # each strided insert, before its pad
     tp.compiler.reset()
     try:
         for got, want in zip(tp.compile(f, fullgraph=True)(g, w), f(g, w)):
@@ -184,9 +184,9 @@ def test_a_product_broadcast_over_part_of_the_reduced_dims_is_fenced_from_the_re
     fused = [((2, 5), (2, 5), [0, 1]), ((2, 5), (5,), [0]), ((4, 3, 5), (3, 5), [1, 2])]
     for reduce in ("tp.sum", "tp.mean"):
         for a, b, dims in fenced:
-            assert "util.optimization_barrier" in _lowered(_product_then(reduce, a, b, dims)), (reduce, a, b, dims)
+            assert "iree_tensor_ext.compute_barrier" in _lowered(_product_then(reduce, a, b, dims)), (reduce, a, b, dims)
         for a, b, dims in fused:
-            assert "util.optimization_barrier" not in _lowered(_product_then(reduce, a, b, dims)), (reduce, a, b, dims)
+            assert "iree_tensor_ext.compute_barrier" not in _lowered(_product_then(reduce, a, b, dims)), (reduce, a, b, dims)
 
 
 @pytest.mark.iree

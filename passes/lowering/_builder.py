@@ -447,16 +447,16 @@ def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType
 # --- fences ------------------------------------------------------------------------------------
 
 def fence(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
-    """``value`` through a ``util.optimization_barrier`` (IREE fuses nothing across it), its
-    dynamic sizes tied to it again with ``flow.tensor.tie_shape``; and the ops made."""
+    """``value`` through an ``iree_tensor_ext.compute_barrier.start`` (its dynamic sizes as
+    operands), and the ops made: IREE forms no dispatch across it and erases it once its
+    dispatches are formed. (A ``util.optimization_barrier`` also stops fusion, but it stays in
+    the program as a host-side value: each one cost a queue submission and a host wait per
+    call, 20 of them in the example GPT's training step.)"""
     rtype = ir.RankedTensorType(value.type)
     dims = [dim_value(value, i) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
-    barrier = ir.Operation.create("util.optimization_barrier", results=[value.type], operands=[value])
-    made = [barrier, *(d.owner.operation for d in dims)]
-    if not dims:
-        return barrier.results[0], made
-    tied = ir.Operation.create("flow.tensor.tie_shape", results=[value.type], operands=[barrier.results[0], *dims])
-    return tied.results[0], made + [tied]
+    barrier = ir.Operation.create("iree_tensor_ext.compute_barrier.start", results=[value.type],
+                                  operands=[value, *dims])
+    return barrier.results[0], [barrier, *(d.owner.operation for d in dims)]
 
 
 def unpadded_strided_insert(value: ir.Value) -> ir.Value:
