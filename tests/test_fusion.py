@@ -205,3 +205,24 @@ def test_weighted_sums_compile_to_the_eager_result():
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     finally:
         tp.compiler.reset()
+
+
+@pytest.mark.iree
+def test_a_fence_keeps_its_dispatches_apart_without_a_host_wait():
+    """A fence splits dispatches and is erased after: the program is still one queue submission
+    (an optimization barrier left a host wait and a second submission per fence)."""
+    from iree import compiler as iree_compiler
+
+    g = Graph("pairs")
+    x = g.add_input(TensorType((7, 4), tp.float32))
+    s = g.add1("tp.sum", [x], {"dims": [1]})
+    g.set_outputs([g.add1("tp.add", [g.add1("tp.reshape", [s], {"shape": (1, 7)}),
+                                     g.add1("tp.reshape", [s], {"shape": (7, 1)})])])
+    text = _lowered(g)
+    assert text.count("iree_tensor_ext.compute_barrier") == 1
+    flags = [*get_iree_backend("iree-cpu").flags(), "--compile-to=vm"]
+    vm = iree_compiler.compile_str(text, extra_args=flags).decode()
+    calls = re.findall(r"vm\.call[.a-z]* @(hal\.[a-z_.]+)", vm)
+    assert calls.count("hal.command_buffer.dispatch") == 2, "the fence no longer splits the dispatches"
+    assert calls.count("hal.device.queue.execute.indirect") == 1, "the fence costs a queue submission"
+    assert calls.count("hal.fence.await") == 1, "the fence costs a host wait"

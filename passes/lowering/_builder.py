@@ -451,7 +451,7 @@ def fence(value: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
     operands), and the ops made: IREE forms no dispatch across it and erases it once its
     dispatches are formed. (A ``util.optimization_barrier`` also stops fusion, but it stays in
     the program as a host-side value: each one cost a queue submission and a host wait per
-    call, 20 of them in the example GPT's training step.)"""
+    call, 21 of them in the example GPT's training step.)"""
     rtype = ir.RankedTensorType(value.type)
     dims = [dim_value(value, i) for i in range(rtype.rank) if rtype.is_dynamic_dim(i)]
     barrier = ir.Operation.create("iree_tensor_ext.compute_barrier.start", results=[value.type],
