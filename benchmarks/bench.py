@@ -3,7 +3,10 @@
     python benchmarks/bench.py [--backend iree-cpu] [--device auto] [--repeats 50] [--cases chain,mlp,block,gpt] [--sweep]
 
 Every case is written once against the PyTorch API and built for both libraries with the same
-weights; each compiled result is checked against eager before it is timed. Steady-state times
+weights; each compiled result is checked against eager before it is timed. Inputs are made with
+each library's ``tensor()`` (a copy into memory the library allocates, 64-byte aligned in both);
+a ``from_numpy`` view of numpy's own memory, which starts 16 bytes off that alignment, is copied
+by tensorplay's CPU programs on every call (see docs/performance.md). Steady-state times
 are medians over ``--repeats`` calls after a warm-up; compile time is the first call's wall time
 (capture + lowering + IREE compile, or a disk-cache hit on later runs). One table per run, all
 ratios from that run.
@@ -68,24 +71,24 @@ def _chain(lib: Any):
         h = lib.nn.functional.gelu(x * 1.5 + y)
         return (h.sin() * x.tanh() - h.exp().clamp(max=4.0)) / (1.0 + y * y)
 
-    return f, (lib.from_numpy(_rng(0, 1024, 1024)), lib.from_numpy(_rng(1, 1, 1024)))
+    return f, (lib.tensor(_rng(0, 1024, 1024)), lib.tensor(_rng(1, 1, 1024)))
 
 
 def _norm(lib: Any):
     F = lib.nn.functional
     weights = lib.nn.Module()  # holds the weights so that they move with --device
-    weights.register_buffer("w", lib.from_numpy(_rng(6, 1024)))
-    weights.register_buffer("b", lib.from_numpy(_rng(7, 1024)))
+    weights.register_buffer("w", lib.tensor(_rng(6, 1024)))
+    weights.register_buffer("b", lib.tensor(_rng(7, 1024)))
 
     def f(x):
         return F.softmax(F.gelu(F.layer_norm(x, (1024,), weights.w, weights.b)), dim=-1)
 
-    return f, (lib.from_numpy(_rng(5, 512, 1024)),), weights
+    return f, (lib.tensor(_rng(5, 512, 1024)),), weights
 
 
 def _matmul(n: int):
     def build(lib: Any):
-        return (lambda a, b: a @ b), (lib.from_numpy(_rng(8, n, n)), lib.from_numpy(_rng(9, n, n)))
+        return (lambda a, b: a @ b), (lib.tensor(_rng(8, n, n)), lib.tensor(_rng(9, n, n)))
 
     return build
 
@@ -105,13 +108,13 @@ def _mlp(lib: Any):
             return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
     model = MLPBlock().eval()
-    return model, (lib.from_numpy(_rng(2, 64, 512)),)
+    return model, (lib.tensor(_rng(2, 64, 512)),)
 
 
 def _block(lib: Any):
     cfg = GPTConfig(block_size=128, vocab_size=512, n_layer=1, n_head=8, n_embd=256)
     model = build_gpt(lib, cfg).eval().transformer.h[0]
-    return model, (lib.from_numpy(_rng(3, 8, 128, 256)),)
+    return model, (lib.tensor(_rng(3, 8, 128, 256)),)
 
 
 _GPT = GPTConfig(block_size=64, vocab_size=512, n_layer=2, n_head=4, n_embd=128)
@@ -120,17 +123,17 @@ _GPT = GPTConfig(block_size=64, vocab_size=512, n_layer=2, n_head=4, n_embd=128)
 def _gpt(lib: Any):
     lib.manual_seed(0)
     model = build_gpt(lib, _GPT).eval()
-    idx = lib.from_numpy(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 64)))
+    idx = lib.tensor(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 64)))
     return (lambda i: model(i)[0]), (idx,), model
 
 
 def _cnn(lib: Any):
     lib.manual_seed(0)
-    return build_cnn(lib).eval(), (lib.from_numpy(_rng(10, 32, 1, 12, 12)),)
+    return build_cnn(lib).eval(), (lib.tensor(_rng(10, 32, 1, 12, 12)),)
 
 
 def _tiny(lib: Any):
-    return (lambda a: a + 1), (lib.from_numpy(np.arange(4, dtype=np.float32)),)
+    return (lambda a: a + 1), (lib.tensor(np.arange(4, dtype=np.float32)),)
 
 
 CASES = {
@@ -253,7 +256,7 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
         if torch is not None:
             tfn, targs, tmodel = _built(torch, case)
             _share_weights(torch, model, tmodel)
-            targs = tuple(torch.from_numpy(np.array(np.asarray(a))) for a in host_args)
+            targs = tuple(torch.tensor(np.asarray(a)) for a in host_args)
             with torch.no_grad():
                 tcompiled = torch.compile(tfn)
                 t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
@@ -490,7 +493,7 @@ def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
                 x, y = tp.tensor(bx), tp.tensor(by)
             else:
                 net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
-                x, y = torch.from_numpy(bx.copy()), torch.from_numpy(by.copy())
+                x, y = torch.tensor(bx), torch.tensor(by)
             opt = lib.optim.AdamW(net.parameters(), lr=1e-3)
             forward = lib.compile(net) if mode in ("model", "model+opt") else net
             opt_step = torch.compile(opt.step) if mode == "model+opt" else opt.step

@@ -18,7 +18,7 @@ from .dialects.tp import dtypes as dt
 from .dialects.tp.types import TensorType, type_of_array
 from ._device import CPU, DEVICE_TYPES, as_device, device, driver_of
 from ._grad_mode import is_grad_enabled as _grad_enabled
-from .runtime.storage import DeviceArray, mark_shared
+from .runtime.storage import DeviceArray, aligned_copy, mark_shared
 
 __all__ = ["Tensor", "Size"]
 
@@ -69,7 +69,7 @@ class Tensor:
         else:
             array = np.asarray(data)
         target = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-        self._data: np.ndarray | None = np.array(array, dtype=target.np_dtype)
+        self._data: np.ndarray | None = aligned_copy(array, target.np_dtype)
         self._init_meta()
 
     def _init_meta(self) -> None:
@@ -546,7 +546,7 @@ class Tensor:
         out = type(self).__new__(type(self))
         out.__dict__.update({k: v for k, v in self.__dict__.items()})
         data = self._data
-        out._data = data if data is None or type(data) is DeviceArray else data.copy()  # device storage is immutable
+        out._data = data if data is None or type(data) is DeviceArray else aligned_copy(data)  # device storage is immutable
         memo[id(self)] = out
         return out
 
@@ -763,7 +763,7 @@ class Tensor:
 
 
 def _rebuild(array: np.ndarray, requires_grad: builtins.bool, cls: type) -> Tensor:
-    t = cls._wrap(np.array(array))
+    t = cls._wrap(aligned_copy(array))
     t.requires_grad = requires_grad
     return t
 

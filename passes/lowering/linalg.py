@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...dialects.ir import arith, ir, linalg
+from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
 from ._builder import (broadcast_map, cast_scalar, collapse, const_scalar, dim_map, elementwise, empty, expand,
                        filled, match_type, parallel, size_scalar, unit_groups)
-from ._sizes import Size, as_index, has_static_zero, index_const, product, sizes_of
+from ._sizes import Size, as_index, dim_value, has_static_zero, index_const, product, sizes_of
 
 
 def _broadcast_batch(value: ir.Value, sizes: list[Size], batch: list[Size], dtype: dt.DType) -> ir.Value:
@@ -100,6 +100,44 @@ def _swapped_source(value: ir.Value) -> ir.Value | None:
     if rank < 2 or perm != list(range(rank - 2)) + [rank - 1, rank - 2]:
         return None
     return op.operands[0]
+
+
+def transposed_product(value: ir.Value, t: TensorType) -> ir.Value | None:
+    """``value.T`` computed as its own product when ``value`` (of type ``t``) is the result of a
+    2-D ``linalg.matmul`` used only here: ``(A B)^T`` as ``B^T A^T``, the same operands read
+    through swapped maps, in the opposite order; None otherwise.
+
+    A weight's gradient is such a transpose (``(x^T g)^T`` through ``x @ w.t()``). IREE folds a
+    transpose into the contraction by swapping its result dims, which leaves the first operand
+    indexed by the result's columns; its CPU code for that order runs 3.3x slower than for the
+    same product with the operands in the other order (512x512x64, one thread: 0.71 vs 0.22 ms)."""
+    owner = value.owner
+    op = getattr(owner, "operation", owner)
+    if (not isinstance(op, ir.Operation) or op.name != "linalg.matmul" or t.rank != 2
+            or sum(1 for _ in value.uses) != 1):
+        return None
+    if "indexing_maps" in op.attributes:
+        maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    else:
+        maps = [[0, 2], [2, 1], [0, 1]]
+    if maps[2] != [0, 1] or any(d is None for m in maps[:2] for d in m):
+        return None
+    swap = {0: 1, 1: 0, 2: 2}
+    lhs_map, rhs_map = ([swap[d] for d in maps[1]], [swap[d] for d in maps[0]])
+    zero = op.operands[2].owner  # the accumulator's linalg.fill: the same value, swapped sizes
+    zero = getattr(zero, "operation", zero)
+    if zero.name != "linalg.fill":
+        return None
+    acc_type = ir.RankedTensorType(value.type)
+    init = zero.operands[1]  # (its sizes, read from the fill's tensor.empty rather than the product)
+    sizes = [acc_type.shape[i] if not acc_type.is_dynamic_dim(i) else dim_value(init, i) for i in (1, 0)]
+    init = linalg.fill(zero.operands[0], outs=[tensor.EmptyOp(sizes, acc_type.element_type).result])
+    return linalg.matmul(op.operands[1], op.operands[0], outs=[init],
+                         indexing_maps=[dim_map(3, lhs_map), dim_map(3, rhs_map), dim_map(3, [0, 1])])
+
+
+def _dims(m: ir.AffineMap) -> list[int | None]:
+    return [e.position if isinstance(e, ir.AffineDimExpr) else None for e in m.results]
 
 
 @lowers("tp.matmul", summary="`linalg.matmul` (rhs without batch: lhs batch folded into rows) or "

@@ -17,6 +17,7 @@ from ...dialects.tp.ops.shape import Flip
 from ...dialects.tp.shapes import normalize_dim
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
+from .linalg import transposed_product
 from ._builder import (broadcast_map, collapse, elem_type, empty, expand, fence, loop_index, match_type, parallel,
                        ranked, tensor_type, transpose, unfused_strided_slice)
 from ._sizes import Size, as_index, dim_value, has_static_zero, index_const, sizes_of, split_sizes
@@ -113,6 +114,10 @@ def _reshape(ctx: LowerCtx) -> list[ir.Value]:
 def _permute(ctx: LowerCtx) -> list[ir.Value]:
     t = ctx.in_types[0]
     perm = [normalize_dim(ctx.op.name, d, t.rank) for d in ctx.attrs["dims"]]
+    if perm == [1, 0]:
+        product = transposed_product(ctx.operands[0], t)
+        if product is not None:
+            return [product]
     return [transpose(ctx.operands[0], t, perm)]
 
 

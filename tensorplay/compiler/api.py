@@ -757,6 +757,8 @@ class CompiledFunction:
             if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device
                 entry.runner.resident = frozenset(i for i, b in enumerate(trace.bindings)
                                                   if isinstance(b, AttachedInput))
+                entry.runner.kept_results = frozenset(k for target, k in trace.writebacks
+                                                      if isinstance(target, AttachedInput))
         elif graph.outputs:
             entry.runner = _passthrough(graph)
         requires = [_requires_grad(b, leaves) for b in trace.bindings]

@@ -10,7 +10,7 @@ import numpy as np
 from .._device import as_device, driver_of
 from .._dispatch import apply
 from .._tensor import Tensor
-from ..runtime.storage import mark_shared
+from ..runtime.storage import aligned_copy, mark_shared
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.symbolic import SymInt
 from ._helpers import int_tuple, is_scalar
@@ -82,7 +82,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
         array = _convert(array, dt.as_dtype(dtype))
     elif array.dtype not in (d.np_dtype for d in dt.ALL_DTYPES):
         dt.from_numpy_dtype(array.dtype)  # raises a clear TypeError
-    return _finish(Tensor._wrap(np.array(array, copy=True)), requires_grad, device)
+    return _finish(Tensor._wrap(aligned_copy(array)), requires_grad, device)
 
 
 def _convert(array: np.ndarray, dtype: dt.DType) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .storage import (ALIGNMENT, DeviceArray, TransferStats, count, device_name, from_storage, is_host_driver,
+from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, TransferStats, count, device_name, from_storage, is_host_driver,
                       is_shared, release_device_arrays, stats, storage_dtype, to_storage)
 
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
@@ -160,7 +160,8 @@ class Function:
     takes_device_arrays = True
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
-                 "device_results", "_vm_function", "_n_results", "_logged", "_special", "__weakref__")
+                 "device_results", "kept_results", "_vm_function", "_n_results", "_logged", "_special",
+                 "__weakref__")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
                  storage: Sequence[Any] | None = None, resident: Sequence[int] = (), private: Sequence[int] = (),
@@ -180,6 +181,9 @@ class Function:
         #: result positions that stay on a GPU driver's device whatever ``results`` says (values
         #: only a later program reads, such as what a training forward saves for its backward)
         self.device_results: frozenset[int] = frozenset()
+        #: result positions that become the new storage of tensors the next call reads again
+        #: (state a compiled step updates): a CPU program keeps their buffers for that call
+        self.kept_results: frozenset[int] = frozenset()
         self.label = program.name or name
         self._logged: set = set()  # transfer patterns already logged (TENSORPLAY_LOGS=perf)
 
@@ -410,8 +414,9 @@ class Program:
         dtypes = fn.result_dtypes
         BufferView = self._BufferView
         stay = fn.device_results
+        kept = fn.kept_results
         return [self._result(results.get_as_object(i, BufferView), None if dtypes is None else dtypes[i],
-                             keep or i in stay, in_place, fn.label) for i in range(len(results))]
+                             keep or i in stay, in_place, fn.label, i in kept) for i in range(len(results))]
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
                in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:
@@ -446,7 +451,8 @@ class Program:
             _queue_copy(rt, self._device, view.get_buffer(), buffer)
         return self._BufferView(buffer, list(view.shape), int(view.element_type))
 
-    def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str) -> Any:
+    def _result(self, view: Any, dtype: np.dtype | None, keep: bool, in_place: list, label: str,
+                kept: bool = False) -> Any:
         raw = _RAW_DTYPES.get(view.element_type)
         if raw is None:
             raw = _raw_dtype(view.element_type)
@@ -468,8 +474,11 @@ class Program:
             for a in in_place:  # a result IREE passed through from an input: a copy, as eager gives
                 if np.shares_memory(host, a):
                     host = host.copy()
+                    kept = False  # (the buffer is the caller's memory, which may change)
                     break
         if raw == dtype:
+            if kept:  # state the next call reads again: it passes this buffer, without a copy
+                _remember(host, view)
             return host
         if raw.itemsize == dtype.itemsize and raw.kind in "biu" and dtype.kind in "biu":
             return host.view(dtype)  # IREE's signless integers, read as the declared dtype
@@ -478,7 +487,7 @@ class Program:
 
 #: host arrays and CPU results up to this size are copied rather than imported or mapped: a
 #: copy of a few KiB costs less than the import's alignment check or the mapping's bookkeeping
-_COPY_BELOW = 16 * 1024
+_COPY_BELOW = IN_PLACE_MIN_BYTES
 
 _ELEMENT_TYPES: dict[np.dtype, Any] = {}
 _UPLOAD: tuple[int, int] | None = None  # the memory type and usage of uploads (IREE's, read once)
@@ -621,14 +630,13 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
     while the array lives (a tensor's storage never changes in place; see storage.py). The
     CPU drivers share one copy: both keep buffers in host memory, and a program on either
     reads the other's (a program timed on both drivers uploads its weights once)."""
-    if storage is None and program.reads_in_place(array):
-        return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
     memory = "host" if program._host_memory else program.driver
     key = (memory, id(array), "" if storage is None else storage.str)
-    with _lock:
-        hit = _resident.get(key)
-        if hit is not None and hit[0]() is array:
-            return hit[1]
+    hit = _resident.get(key)
+    if hit is not None and hit[0]() is array:
+        return hit[1]
+    if storage is None and program.reads_in_place(array):
+        return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
     view = program.upload(array, storage, label, None, index)
     try:
         ref = weakref.ref(array, lambda _r, key=key: _resident.pop(key, None))
@@ -637,6 +645,20 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
     with _lock:
         _resident[key] = (ref, view)
     return view
+
+
+def _remember(array: np.ndarray, view: Any) -> None:
+    """Keep CPU result ``view`` as the device copy of ``array``, the host array made of it, for
+    as long as ``array`` lives: a later call that passes ``array`` back as a resident input
+    (a training step's parameters and optimizer state) passes this buffer as it is, instead of
+    copying a small array up or importing a large one again."""
+    key = ("host", id(array), "")
+    try:
+        ref = weakref.ref(array, lambda _r, key=key: _resident.pop(key, None))
+    except TypeError:
+        return
+    with _lock:
+        _resident[key] = (ref, view)
 
 
 def to_device(array: np.ndarray, driver: str) -> DeviceArray:

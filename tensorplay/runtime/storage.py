@@ -27,12 +27,36 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "DeviceArray", "TransferStats", "stats", "reset_stats", "mark_shared", "is_shared",
+__all__ = ["ALIGNMENT", "aligned_copy", "DeviceArray", "TransferStats", "stats", "reset_stats", "mark_shared", "is_shared",
            "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
 
 #: the byte alignment IREE's CPU code assumes of its buffers; host arrays that have it are
 #: passed to CPU programs in place, others are copied into an aligned buffer
 ALIGNMENT = 64
+
+#: host arrays up to this many bytes are copied into IREE buffers rather than read in place
+#: (a copy of a few KiB costs less than the import's alignment check and bookkeeping)
+IN_PLACE_MIN_BYTES = 16 * 1024
+
+
+def aligned_copy(array: Any, dtype: Any = None) -> np.ndarray:
+    """A new C-contiguous host array holding ``array`` (as ``dtype``), its data at an
+    :data:`ALIGNMENT`-byte boundary when it is large enough to be read in place by CPU programs.
+
+    numpy's large allocations start 16 bytes into a page, so a compiled CPU program would copy
+    them on every call; storage tensorplay allocates itself (``tp.tensor``, copies, unpickled
+    tensors) starts aligned instead, as PyTorch's CPU allocator does."""
+    array = np.asarray(array)
+    dtype = array.dtype if dtype is None else np.dtype(dtype)
+    nbytes = array.size * dtype.itemsize
+    if nbytes <= IN_PLACE_MIN_BYTES or dtype.hasobject:
+        return np.array(array, dtype=dtype, order="C", copy=True)
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    out = raw[start:start + nbytes].view(dtype).reshape(array.shape)
+    np.copyto(out, array, casting="unsafe")
+    return out
+
 
 #: the CPU runtime drivers: their buffers are host memory
 HOST_DRIVERS = ("local-sync", "local-task")

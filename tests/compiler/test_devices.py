@@ -9,7 +9,9 @@ CUDA where there is a GPU) and skip with the runtime's reason elsewhere.
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -173,6 +175,75 @@ def test_cpu_result_never_aliases_an_input():
         for o in (out if isinstance(out, tuple) else (out,)):
             if o._data is not a:
                 assert not np.shares_memory(np.asarray(o), a)
+
+
+def test_storage_tensorplay_allocates_is_aligned():
+    # numpy's large arrays start 16 bytes into a page: storage tensorplay makes itself starts
+    # at storage.ALIGNMENT, so CPU programs read it where it is
+    a = np.random.default_rng(0).standard_normal((64, 192)).astype(np.float32)
+    assert a.nbytes // 2 > storage.IN_PLACE_MIN_BYTES
+    made = [tp.tensor(a), tp.Tensor(a), copy.deepcopy(tp.tensor(a)), pickle.loads(pickle.dumps(tp.tensor(a))),
+            tp.tensor(a, dtype=tp.float64), tp.tensor(a[:, ::2])]
+    for t in made:
+        data = t._data
+        assert data.ctypes.data % storage.ALIGNMENT == 0 and data.flags.c_contiguous and data.flags.writeable
+        assert not np.shares_memory(data, a)
+    for t, want in zip(made, [a, a, a, a, a.astype(np.float64), a[:, ::2]]):
+        np.testing.assert_array_equal(t.numpy(), want)
+        assert t.numpy().dtype == want.dtype
+    small = tp.tensor(a[:2])  # at most IN_PLACE_MIN_BYTES: copied to programs anyway
+    np.testing.assert_array_equal(small.numpy(), a[:2])
+
+
+@pytest.mark.iree
+def test_cpu_programs_read_tensors_tensorplay_made_in_place():
+    x = tp.tensor(np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32))
+    compiled = tp.compiler.compile(lambda t: t * 2 + 1, backend="iree-cpu")
+    compiled(x)
+    before = runtime.stats()
+    y = compiled(x)
+    moved = _moved(before)
+    assert (moved.uploads, moved.imports) == (0, 1), moved
+    np.testing.assert_allclose(y.numpy(), x.numpy() * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.iree
+def test_a_compiled_step_passes_its_updated_state_back_without_copies():
+    # the parameters and optimizer state a compiled training step writes are read by the next
+    # step from the buffers the program returned: nothing of theirs is copied or imported
+    def setup():
+        tp.manual_seed(3)
+        model = tp.nn.Sequential(tp.nn.Linear(64, 96), tp.nn.GELU(), tp.nn.Linear(96, 4))
+        opt = tp.optim.AdamW(model.parameters(), lr=1e-2)
+
+        def step(x, y):
+            loss = tp.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        return model, step
+
+    model, step = setup()
+    eager_model, eager_step = setup()
+    compiled = tp.compiler.compile(step, backend="iree-cpu")
+    x, y = tp.randn(40, 64), tp.randint(0, 4, (40,))
+    for _ in range(3):
+        np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-4)
+    before = runtime.stats()
+    np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-4)
+    moved = _moved(before)
+    # x (10 KiB) and y, copied as small arrays; lr and the like may be small copies too
+    assert moved.imports == 0 and moved.upload_bytes <= x.numel() * 4 + y.numel() * 8 + 64, moved
+    # a write through memory handed out is seen by the next step (never a stale buffer)
+    for m in (model, eager_model):
+        m[0].weight.detach().numpy()[:8] = 0.5
+        m[2].bias.detach().numpy()[:] = -1.0
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-4)
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.iree

@@ -4,6 +4,9 @@
 // CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1) -> (d0, 0)>
+// CHECK-DAG: #[[KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
+// CHECK-DAG: #[[KN:.*]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG: #[[MN:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 
 // CHECK-LABEL: func.func @broadcast_add
 func.func @broadcast_add(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
@@ -66,4 +69,29 @@ func.func @fill_and_range() -> (tensor<2x3xf32>, tensor<4xi64>) {
   %0 = "tp.full"() {shape = array<i64: 2, 3>, value = 1.5, dtype = f32} : () -> tensor<2x3xf32>
   %1 = "tp.arange"() {start = 0.0, end = 4.0, step = 1.0, dtype = i64} : () -> tensor<4xi64>
   return %0, %1 : tensor<2x3xf32>, tensor<4xi64>
+}
+
+// A weight's gradient (x^T g)^T is computed as g^T x: the transpose of a product is the
+// product of the operands in the other order, read through swapped maps (IREE's CPU code
+// runs the transposed-result form 3x slower).
+// CHECK-LABEL: func.func @weight_gradient
+func.func @weight_gradient(%x: tensor<64x300xf32>, %g: tensor<64x200xf32>) -> tensor<200x300xf32> {
+  // CHECK: %[[W:.*]] = linalg.matmul indexing_maps = [#[[KM]], #[[KN]], #[[MN]]] ins(%arg1, %arg0 : tensor<64x200xf32>, tensor<64x300xf32>) outs(%{{.*}} : tensor<200x300xf32>)
+  // CHECK-NEXT: return %[[W]]
+  %xt = "tp.permute"(%x) {dims = array<i64: 1, 0>} : (tensor<64x300xf32>) -> tensor<300x64xf32>
+  %p = "tp.matmul"(%xt, %g) : (tensor<300x64xf32>, tensor<64x200xf32>) -> tensor<300x200xf32>
+  %w = "tp.permute"(%p) {dims = array<i64: 1, 0>} : (tensor<300x200xf32>) -> tensor<200x300xf32>
+  return %w : tensor<200x300xf32>
+}
+
+// A product read elsewhere too is transposed: computing it twice would cost more.
+// CHECK-LABEL: func.func @product_used_twice
+func.func @product_used_twice(%a: tensor<4x6xf32>, %b: tensor<6x5xf32>) -> (tensor<5x4xf32>, tensor<4x5xf32>) {
+  // CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1
+  // CHECK: %[[T:.*]] = linalg.transpose ins(%[[P]] : tensor<4x5xf32>)
+  // CHECK-NOT: linalg.matmul
+  // CHECK: return %[[T]], %[[P]]
+  %p = "tp.matmul"(%a, %b) : (tensor<4x6xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+  %t = "tp.permute"(%p) {dims = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  return %t, %p : tensor<5x4xf32>, tensor<4x5xf32>
 }
