@@ -84,14 +84,28 @@ func.func @weight_gradient(%x: tensor<64x300xf32>, %g: tensor<64x200xf32>) -> te
   return %w : tensor<200x300xf32>
 }
 
-// A product read elsewhere too is transposed: computing it twice would cost more.
+// A product read elsewhere too is transposed (computing it twice would cost more), behind a
+// fence: IREE would fold the transpose into the contraction, writing through permuted dims.
 // CHECK-LABEL: func.func @product_used_twice
 func.func @product_used_twice(%a: tensor<4x6xf32>, %b: tensor<6x5xf32>) -> (tensor<5x4xf32>, tensor<4x5xf32>) {
   // CHECK: %[[P:.*]] = linalg.matmul ins(%arg0, %arg1
-  // CHECK: %[[T:.*]] = linalg.transpose ins(%[[P]] : tensor<4x5xf32>)
+  // CHECK: %[[F:.*]] = iree_tensor_ext.compute_barrier.start %[[P]]
+  // CHECK: %[[T:.*]] = linalg.transpose ins(%[[F]] : tensor<4x5xf32>)
   // CHECK-NOT: linalg.matmul
   // CHECK: return %[[T]], %[[P]]
   %p = "tp.matmul"(%a, %b) : (tensor<4x6xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
   %t = "tp.permute"(%p) {dims = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
   return %t, %p : tensor<5x4xf32>, tensor<4x5xf32>
+}
+
+// Attention's (att @ v).transpose(1, 2): the batched product stays a plain batched product.
+// CHECK-LABEL: func.func @heads_back_to_tokens
+func.func @heads_back_to_tokens(%att: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32> {
+  // CHECK: %[[P:.*]] = linalg.batch_matmul
+  // CHECK: %[[E:.*]] = tensor.expand_shape %[[P]]
+  // CHECK: %[[F:.*]] = iree_tensor_ext.compute_barrier.start %[[E]]
+  // CHECK: linalg.transpose ins(%[[F]] : tensor<2x4x8x16xf32>) outs(%{{.*}} : tensor<2x8x4x16xf32>) permutation = [0, 2, 1, 3]
+  %y = "tp.matmul"(%att, %v) : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %t = "tp.permute"(%y) {dims = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  return %t : tensor<2x8x4x16xf32>
 }
