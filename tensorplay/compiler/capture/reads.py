@@ -601,6 +601,7 @@ class ReadRecorder:
         self._previous: Any = None
         self._thread: int | None = None
         self.active = False
+        self._in_gc = False  # (a collection is running: its frames are not the function's)
         self.paused = 0
         for r in roots:
             self._mark_outside(r)
@@ -637,6 +638,11 @@ class ReadRecorder:
         self._previous = sys.gettrace()
         self._thread = threading.get_ident()
         self.active = True
+        self._in_gc = False
+        # code the garbage collector runs (gc.callbacks, finalizers and weakref callbacks of
+        # collected objects) runs at whatever point a collection happens: not the function's
+        gc.callbacks.insert(0, self._gc_started)
+        gc.callbacks.append(self._gc_stopped)
         sys.settrace(self._trace_call)
         return self
 
@@ -647,9 +653,22 @@ class ReadRecorder:
         if self.active:
             self.active = False
             sys.settrace(self._previous)
+            for hook in (self._gc_started, self._gc_stopped):
+                try:
+                    gc.callbacks.remove(hook)
+                except ValueError:
+                    pass
+
+    def _gc_started(self, phase: str, info: dict) -> None:
+        if phase == "start":  # (first in gc.callbacks: before any other callback runs)
+            self._in_gc = True
+
+    def _gc_stopped(self, phase: str, info: dict) -> None:
+        if phase == "stop":  # (last in gc.callbacks)
+            self._in_gc = False
 
     def _trace_call(self, frame: types.FrameType, event: str, arg: Any) -> Any:
-        if event != "call" or not self.active or self.paused:
+        if event != "call" or not self.active or self.paused or self._in_gc:
             return None
         code = frame.f_code
         if not self._is_user_file(code.co_filename) or code.co_name in ("<genexpr>",) or is_hidden_code(code) \
