@@ -49,6 +49,7 @@ import numpy as np
 
 import tensorplay as tp
 from tensorplay import runtime
+from tensorplay.compiler.backends.iree import _DriverTrial
 from tensorplay.examples import GPTConfig, build_cnn, build_gpt
 from tensorplay.tools.demo import median_ms
 
@@ -155,6 +156,17 @@ def _first_call_s(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
+#: calls each compiled function makes after its first before it is timed: a CPU program's
+#: first calls time both IREE drivers (2 untimed, then _DriverTrial.TIMED on each, alternating),
+#: so a median over them would mix the two; torch.compile gets the same calls
+WARMUP_CALLS = 2 + 2 * _DriverTrial.TIMED
+
+
+def _warm(fn: Callable[[], Any]) -> None:
+    for _ in range(WARMUP_CALLS):
+        fn()
+
+
 def _built(lib: Any, case: Case):
     built = case.build(lib)
     fn, args = built[0], built[1]
@@ -233,6 +245,7 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
             eager_ms = median_ms(lambda: _to_numpy(fn(*args)), max(3, repeats // 10))
             compiled = tp.compile(fn, backend=backend, options=options)
             compile_s, got = _first_call_s(lambda: compiled(*args))
+            _warm(lambda: compiled(*args))
             good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
             ok &= good
             calls = [0]
@@ -260,6 +273,7 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
             with torch.no_grad():
                 tcompiled = torch.compile(tfn)
                 t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
+                _warm(lambda: tcompiled(*targs))
                 t_compiled_ms = median_ms(lambda: tcompiled(*targs).numpy(), repeats)
         rows.append((case.name, good, eager_ms, compile_s, call_ms, compiled_ms, t_compile_s, t_compiled_ms,
                      numpy_ms, dispatches, per_call))
@@ -310,6 +324,7 @@ def run_symbolic(cases: list[str], backend: str, repeats: int, out=sys.stdout) -
             for dynamic in (False, True):
                 compiled = tp.compile(fn, backend=backend, dynamic=dynamic)
                 good = np.allclose(_to_numpy(compiled(*args)), eager, rtol=case.rtol, atol=case.atol)
+                _warm(lambda: compiled(*args))
                 ok &= good
                 times.append(median_ms(lambda: _to_numpy(compiled(*args)), repeats) if good else float("nan"))
                 counts.append(_dispatches(compiled, backend, None))
@@ -512,6 +527,8 @@ def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
                 losses.append(float(step_fn(x, y).item()))
 
             first_s, _ = _first_call_s(step)
+            if mode is not None:
+                _warm(step)
             ms = median_ms(step, repeats)
             first_losses.append(losses[0])
             rows.append((name, first_s, ms))

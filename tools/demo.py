@@ -27,8 +27,17 @@ from tensorplay.examples import GPTConfig, build_cnn, build_gpt
 __all__ = ["main", "median_ms"]
 
 
-def median_ms(fn: Callable[[], Any], repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``fn`` after one warm-up call, in ms."""
+#: seconds each timed series waits before it starts: OpenBLAS's worker threads (numpy's
+#: matmul, tensorplay eager) and PyTorch's OpenMP threads spin for a while after each call; on
+#: 2 cores a series started at once shares a core with them (transformer block compiled:
+#: 5.2-5.8 ms after a pause, 8.0-9.9 ms right after 20 numpy matmuls of 256x256)
+SETTLE_S = 0.25
+
+
+def median_ms(fn: Callable[[], Any], repeats: int, settle_s: float = SETTLE_S) -> float:
+    """Median wall time of ``repeats`` calls of ``fn`` after a pause of ``settle_s`` and one
+    warm-up call, in ms."""
+    time.sleep(settle_s)  # (threads the previous series left spinning go to sleep)
     fn()  # warm-up
     times = []
     for _ in range(repeats):
