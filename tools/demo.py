@@ -34,11 +34,19 @@ __all__ = ["main", "median_ms"]
 SETTLE_S = 0.25
 
 
+#: seconds of warm-up calls after that pause: the first calls after an idle pause wake worker
+#: threads and caches (an IREE worker pool's first step after 0.25 s idle took 1.5-3x its median)
+WARMUP_S = 0.05
+
+
 def median_ms(fn: Callable[[], Any], repeats: int, settle_s: float = SETTLE_S) -> float:
-    """Median wall time of ``repeats`` calls of ``fn`` after a pause of ``settle_s`` and one
-    warm-up call, in ms."""
+    """Median wall time of ``repeats`` calls of ``fn`` after a pause of ``settle_s`` and
+    warm-up calls (at least one, for at least :data:`WARMUP_S`), in ms."""
     time.sleep(settle_s)  # (threads the previous series left spinning go to sleep)
+    start = time.perf_counter()
     fn()  # warm-up
+    while time.perf_counter() - start < WARMUP_S:
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
