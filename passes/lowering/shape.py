@@ -110,7 +110,10 @@ def _reshape(ctx: LowerCtx) -> list[ir.Value]:
     return [reshape(ctx.operands[0], ctx.in_types[0], ctx.out_types[0], sizes)]
 
 
-@lowers("tp.permute", summary="`linalg.transpose`")
+@lowers("tp.permute", summary="`linalg.transpose`; the 2-D transpose of a product used only there is "
+                              "the product of its operands in the other order (`linalg.matmul` through "
+                              "swapped maps), and a transpose of another product's result is fenced "
+                              "from it (`iree_tensor_ext.compute_barrier.start`)")
 def _permute(ctx: LowerCtx) -> list[ir.Value]:
     t = ctx.in_types[0]
     perm = [normalize_dim(ctx.op.name, d, t.rank) for d in ctx.attrs["dims"]]
