@@ -98,6 +98,24 @@ def test_mlp_gradients_equal_eager_and_the_backward_compiles_on_first_use(backen
     assert compiled.compile_count == 2
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("lhs", [(4, 5, 6), (0, 5, 6), (2, 0, 6), (2, 3, 5, 6)])
+def test_a_weight_gradient_over_batched_inputs_equals_eager(lhs, dynamic):
+    # the rhs gradient of a batched lhs times a matrix is one product over all rows
+    rng = np.random.default_rng(5)
+    a_np, b_np = rng.standard_normal(lhs).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+    grads = []
+    for compiled in (False, True):
+        tp.compiler.reset()
+        a, b = tp.tensor(a_np, requires_grad=True), tp.tensor(b_np, requires_grad=True)
+        fn = lambda a, b: (a @ b).tanh().sum()  # noqa: E731
+        (tp.compile(fn, dynamic=dynamic) if compiled else fn)(a, b).backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    for got, want in zip(grads[1], grads[0]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_gradients_match_pytorch_for_the_import_swap_models():
     torch = pytest.importorskip("torch")
     from tests.test_import_swap import SOURCE, SWAPPED, _load

@@ -35,6 +35,7 @@ _MATMUL_SHAPES = [
     ((4,), (4, 5)),            # vector x matrix
     ((3, 4), (4,)),            # matrix x vector
     ((2, 3, 4), (4, 5)),       # batch x matrix
+    ((2, 3, 2, 4), (4, 5)),    # two batch dims x matrix (the rhs gradient: one product over all rows)
     ((3, 4), (2, 4, 5)),       # matrix x batch
     ((2, 1, 3, 4), (5, 4, 2)),  # broadcast batch dims
     ((4,), (2, 4, 3)),         # vector x batch

@@ -53,7 +53,20 @@ class MatMul(Op):
             ga = g2 @ b2.transpose(-1, -2)
             ga = ga.squeeze(-2) if a.dim() == 1 else ga
         if ctx.needs(1):
-            gb = a2.transpose(-1, -2) @ g2
+            # the lhs's batch dims are more rows of one product (K x rows @ rows x N), not a
+            # batched product summed afterwards (a linear layer's weight gradient over a
+            # (batch, tokens, features) input: one contraction, no batch-sized partials); not
+            # where a static 0 sits beside symbolic sizes (that dynamic program gave the
+            # gradient a wrong size)
+            rows_sizes = [d for d in a2.shape[:-1] if isinstance(d, int)]
+            if b.dim() == 2 and a2.dim() >= 3 and (len(rows_sizes) == a2.dim() - 1 or 0 not in rows_sizes):
+                count = 1
+                for d in a2.shape[:-1]:
+                    count = count * d  # (a size may be symbolic; -1 is ambiguous for empty tensors)
+                rows = a2.reshape(count, a2.shape[-1])
+                gb = rows.transpose(-1, -2) @ g2.reshape(count, g2.shape[-1])
+            else:
+                gb = a2.transpose(-1, -2) @ g2
             gb = gb.squeeze(-1) if b.dim() == 1 else gb
         return ga, gb
 
