@@ -77,7 +77,13 @@ def reshape(value: ir.Value, src: TensorType, dst: TensorType,
 def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType,
                           sizes: Sequence[Size | None] | None = None) -> ir.Value:
     """Dynamic (or zero-size) reshapes: collapse to one dimension, then expand, with the
-    sizes given, or the one inferred size computed as numel / (product of the known sizes)."""
+    sizes given, or the one inferred size computed as numel / (product of the known sizes).
+    A result with a static 0 among run-time sizes has no elements to move: it is a new empty
+    tensor of those sizes (expanding a flat empty tensor, IREE infers a run-time size from the
+    static ones, and a (0, s0, s1) -> (0, s1) reshape came out as (0, s0 * s1))."""
+    if (sizes is not None and dst.rank > 0 and all(s is not None for s in sizes)
+            and any(is_static(d) and int(d) == 0 for d in dst.shape)):
+        return match_type(empty(list(sizes), dst.dtype), dst)
     if src.rank == 0:  # static by definition: one element
         flat = expand(value, [], [1])
     else:

@@ -72,6 +72,13 @@ def splat_products(x, y):
     return tp.ones_like(x) @ tp.full_like(y, 0.5), tp.zeros_like(x) @ tp.zeros_like(y)
 
 
+def empty_reshapes(x, w):
+    # a static 0 among run-time sizes: the reshaped tensor keeps the run-time sizes (a flat
+    # empty tensor expanded by IREE came out (0, s0 * s1) for (0, s1))
+    rows = x.reshape(0, x.shape[-1])
+    return rows.t() @ w.reshape(0, w.shape[-1]), x.reshape(x.shape[1], 0, x.shape[2]) + 1
+
+
 def strided_broadcasts(x):
     # x[:, ::3] has (s1 + 2) // 3 columns: 1 by a guard of the capture, broadcast against s1
     # and 4; flipped, the strided slice is read element by element
@@ -95,6 +102,7 @@ CASES = {
     "strided_broadcasts": (strided_broadcasts, [((2, 3),), ((4, 2),), ((1, 3),)]),
     "strided_masks": (strided_masks, [((5, 7),), ((4, 3),), ((9, 2),)]),
     "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
+    "empty_reshapes": (empty_reshapes, [((0, 5, 6), (0, 5, 3)), ((0, 2, 4), (0, 2, 7)), ((0, 9, 2), (0, 9, 5))]),
 }
 
 

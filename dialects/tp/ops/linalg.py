@@ -55,11 +55,8 @@ class MatMul(Op):
         if ctx.needs(1):
             # the lhs's batch dims are more rows of one product (K x rows @ rows x N), not a
             # batched product summed afterwards (a linear layer's weight gradient over a
-            # (batch, tokens, features) input: one contraction, no batch-sized partials); not
-            # where a static 0 sits beside symbolic sizes (that dynamic program gave the
-            # gradient a wrong size)
-            rows_sizes = [d for d in a2.shape[:-1] if isinstance(d, int)]
-            if b.dim() == 2 and a2.dim() >= 3 and (len(rows_sizes) == a2.dim() - 1 or 0 not in rows_sizes):
+            # (batch, tokens, features) input: one contraction, no batch-sized partials)
+            if b.dim() == 2 and a2.dim() >= 3:
                 count = 1
                 for d in a2.shape[:-1]:
                     count = count * d  # (a size may be symbolic; -1 is ambiguous for empty tensors)
