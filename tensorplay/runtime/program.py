@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, TransferStats, count, device_name, from_storage, is_host_driver,
-                      is_shared, release_device_arrays, stats, storage_dtype, to_storage)
+from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, TransferStats, count, device_name, from_storage,
+                      is_host_driver, is_shared, release_device_arrays, stats, storage_dtype, to_storage)
 
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
            "get_device", "driver_devices", "download", "to_device", "resident_view", "release_all", "DriverUnavailable",

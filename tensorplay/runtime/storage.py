@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "aligned_copy", "DeviceArray", "TransferStats", "stats", "reset_stats", "mark_shared", "is_shared",
-           "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
+__all__ = ["ALIGNMENT", "IN_PLACE_MIN_BYTES", "aligned_copy", "DeviceArray", "TransferStats", "stats", "reset_stats",
+           "mark_shared", "is_shared", "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
 
 #: the byte alignment IREE's CPU code assumes of its buffers; host arrays that have it are
 #: passed to CPU programs in place, others are copied into an aligned buffer
