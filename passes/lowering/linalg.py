@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
-from . import LowerCtx, lowers
+from . import LowerCtx, _map_dims, lowers
 from ._builder import (broadcast_map, cast_scalar, collapse, const_scalar, dim_map, elementwise, empty, expand,
                        filled, match_type, parallel, size_scalar, unit_groups)
 from ._sizes import Size, as_index, dim_value, has_static_zero, index_const, product, sizes_of
@@ -117,7 +117,7 @@ def transposed_product(value: ir.Value, t: TensorType) -> ir.Value | None:
             or sum(1 for _ in value.uses) != 1):
         return None
     if "indexing_maps" in op.attributes:
-        maps = [_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        maps = [_map_dims(ir.AffineMapAttr(m).value) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     else:
         maps = [[0, 2], [2, 1], [0, 1]]
     if maps[2] != [0, 1] or any(d is None for m in maps[:2] for d in m):
@@ -134,10 +134,6 @@ def transposed_product(value: ir.Value, t: TensorType) -> ir.Value | None:
     init = linalg.fill(zero.operands[0], outs=[tensor.EmptyOp(sizes, acc_type.element_type).result])
     return linalg.matmul(op.operands[1], op.operands[0], outs=[init],
                          indexing_maps=[dim_map(3, lhs_map), dim_map(3, rhs_map), dim_map(3, [0, 1])])
-
-
-def _dims(m: ir.AffineMap) -> list[int | None]:
-    return [e.position if isinstance(e, ir.AffineDimExpr) else None for e in m.results]
 
 
 @lowers("tp.matmul", summary="`linalg.matmul` (rhs without batch: lhs batch folded into rows) or "

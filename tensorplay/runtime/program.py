@@ -638,12 +638,7 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
     if storage is None and program.reads_in_place(array):
         return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
     view = program.upload(array, storage, label, None, index)
-    try:
-        ref = weakref.ref(array, lambda _r, key=key: _resident.pop(key, None))
-    except TypeError:
-        return view
-    with _lock:
-        _resident[key] = (ref, view)
+    _keep(key, array, view)
     return view
 
 
@@ -652,7 +647,11 @@ def _remember(array: np.ndarray, view: Any) -> None:
     as long as ``array`` lives: a later call that passes ``array`` back as a resident input
     (a training step's parameters and optimizer state) passes this buffer as it is, instead of
     copying a small array up or importing a large one again."""
-    key = ("host", id(array), "")
+    _keep(("host", id(array), ""), array, view)
+
+
+def _keep(key: tuple[str, int, str], array: np.ndarray, view: Any) -> None:
+    """``view`` under ``key`` in the resident table until ``array`` dies."""
     try:
         ref = weakref.ref(array, lambda _r, key=key: _resident.pop(key, None))
     except TypeError:

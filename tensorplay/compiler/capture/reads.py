@@ -638,7 +638,6 @@ class ReadRecorder:
         self._previous = sys.gettrace()
         self._thread = threading.get_ident()
         self.active = True
-        self._in_gc = False
         # code the garbage collector runs (gc.callbacks, finalizers and weakref callbacks of
         # collected objects) runs at whatever point a collection happens: not the function's
         gc.callbacks.insert(0, self._gc_started)
