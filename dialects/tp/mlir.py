@@ -37,6 +37,9 @@ SEGMENTS = "operandSegmentSizes"
 #: shapes of an op's results, and of a function's arguments (their symbols bind there)
 SHAPES = "tp.shapes"
 ARG_SHAPES = "tp.arg_shapes"
+#: (output, input) position pairs of a function whose outputs may be written in place into
+#: its inputs' buffers (``Graph.donated``), as a flat i64 array
+DONATED = "tp.donated"
 
 
 # --- types -----------------------------------------------------------------------------------
@@ -262,6 +265,9 @@ def _emit_graph(graph: Graph, private: bool = False) -> None:
     if any(sym.is_symbolic(d) for v in graph.inputs for d in v.type.shape) or graph.size_symbols_used():
         # (also when only sizes the data decides are symbolic: the lowering reads them then)
         fn.attributes[ARG_SHAPES] = _shapes_attr([v.type for v in graph.inputs])
+    if graph.donated and not private:
+        pairs = [n for k in sorted(graph.donated) for n in (k, graph.donated[k])]
+        fn.attributes[DONATED] = ir.DenseI64ArrayAttr.get(pairs)
     _check_bound(graph)
     block = fn.add_entry_block()
     values: dict[int, ir.Value] = {id(v): block.arguments[i] for i, v in enumerate(graph.inputs)}
@@ -335,6 +341,16 @@ def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
 def print_module(module: ir.Module, *, debuginfo: bool = False) -> str:
     """The module as MLIR text (tp ops in generic form)."""
     return module.operation.get_asm(enable_debug_info=debuginfo)
+
+
+def append_to_module(module_text: str, added: str) -> str:
+    """``added`` (functions or globals, as text) placed at the end of a printed module's body:
+    before its closing brace, the only ``}`` in column 0 (location aliases may follow it)."""
+    lines = module_text.split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("}"):
+            return "\n".join(lines[:i] + [added] + lines[i:])
+    raise AssertionError("printed module without a closing brace")
 
 
 # --- parsing and verification ----------------------------------------------------------------

@@ -27,7 +27,7 @@ from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
 from ..autograd.engine import NoBackward
 from ..runtime.program import BACKEND_OF_DRIVER
-from ..runtime.storage import DeviceArray, device_name, driver_of_arrays
+from ..runtime.storage import IN_PLACE_MIN_BYTES, DeviceArray, Donated, device_name, driver_of_arrays, sole_reference
 from ..dialects.tp import symbolic as sym
 from ..dialects.tp.graph import Graph, data_dependent_symbols
 from ..nn.modules.module import Module
@@ -80,6 +80,25 @@ _NO_BACKWARD = ("backward through the compiled graph {name!r} is not supported: 
                 "gradient is needed")
 
 
+def _donations(graph: Graph, trace: Any) -> dict[int, int]:
+    """The graph's outputs (-> inputs) a program may write into the buffers of the tensors they
+    update: state the function reached and changed in place (parameters and optimizer state in
+    a compiled step), of a fixed shape and over ``IN_PLACE_MIN_BYTES`` (a smaller buffer saves
+    nothing worth a fence). Function arguments are never given up: the caller holds them."""
+    position = {id(b): i for i, b in enumerate(trace.bindings)}
+    pairs: dict[int, int] = {}
+    for target, k in trace.writebacks:
+        i = position.get(id(target))
+        if not isinstance(target, AttachedInput) or i is None:
+            continue
+        old, new = graph.inputs[i], graph.outputs[k]
+        if new is old or new.type != old.type or any(sym.is_symbolic(d) for d in old.type.shape):
+            continue
+        if int(np.prod(old.type.shape, dtype=np.int64)) * old.type.dtype.itemsize > IN_PLACE_MIN_BYTES:
+            pairs[k] = i
+    return pairs
+
+
 def _requires_grad(binding: Any, leaves: list[Any]) -> bool:
     if isinstance(binding, ArgInput):
         t = leaves[binding.index]
@@ -128,6 +147,9 @@ class Entry:
         self.training: Differentiated | None = None
         self._grad_node: Any = None
         self.grad_writebacks: list[tuple[weakref.ref, int | None]] = []
+        #: input positions whose buffers the program writes its new values into (the state a
+        #: compiled step updates in place: see backends/donation.py)
+        self.donated: tuple[int, ...] = ()
 
     def failing_guard(self) -> str | None:
         for description, check in self.guards:
@@ -142,6 +164,10 @@ class Entry:
     def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
         if arrays is None:
             arrays = [b.fetch(leaves) for b in self.bindings]
+            for i in self.donated:  # state the program updates in place: give up its buffer
+                # if only the tensor and this list hold it (nothing else could see it change)
+                if sole_reference(arrays[i], 2):
+                    arrays[i] = Donated(arrays[i])
         outs = self.runner(*arrays) if self.runner is not None else []
         node = None
         if self.training is not None:
@@ -753,6 +779,7 @@ class CompiledFunction:
         scope = tracedir.current()
         start = time.perf_counter()
         if graph.nodes:
+            graph.donated = _donations(graph, trace)
             entry.runner = compile_graph(graph, first, self._backend_for(first))
             if hasattr(entry.runner, "resident"):  # an IREE program: keep weights on its device
                 entry.runner.resident = frozenset(i for i, b in enumerate(trace.bindings)
@@ -776,6 +803,9 @@ class CompiledFunction:
             else:
                 entry.no_backward_why = training or "its backward could not be built"
                 entry.grad_outputs = _graph_grad_outputs(graph, requires)
+        if entry.training is None and entry.runner is not None:
+            # the inputs whose buffers the program updates in place (when the call gives them up)
+            entry.donated = tuple(sorted(getattr(entry.runner, "donated", None) or ()))
         if scope is not None:
             tracedir.note(scope, compile_s=round(time.perf_counter() - start, 6))
             start = time.perf_counter()

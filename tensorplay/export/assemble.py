@@ -20,6 +20,7 @@ import numpy as np
 
 from ..compiler.backends.targets import TARGETS
 from ..compiler.backends.widening import Widened
+from ..dialects.tp.mlir import append_to_module
 from ..runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, TensorSpec
 from ._capture import TracedEntry, Weight
 
@@ -119,9 +120,9 @@ def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: M
             function = _state_function(mutable, global_types, reflection, string)
             lines += function
             shown += function
-    module = _insert(text, "\n".join(lines))
+    module = append_to_module(text, "\n".join(lines))
     return Assembled(backend, be.flags(be.pipeline_options(options, module)), module,
-                     _insert(readable, "\n".join(shown)), signatures, info, archive, dict(options))
+                     append_to_module(readable, "\n".join(shown)), signatures, info, archive, dict(options))
 
 
 def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
@@ -246,16 +247,6 @@ def _state_function(mutable: Sequence[Weight], global_types: dict[int, str], ref
     body.append(f"    func.return {', '.join(f'%w{j}' for j in range(len(mutable)))} : {', '.join(types)}")
     return [f"  func.func @{STATE_ENTRY}() -> ({', '.join(types)}) attributes {{iree.reflection = {reflection}}} {{",
             *body, "  }"]
-
-
-def _insert(module_text: str, added: str) -> str:
-    """``added`` placed at the end of the printed module's body (before its closing brace,
-    the only ``}`` in column 0; location aliases may follow it)."""
-    lines = module_text.split("\n")
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].startswith("}"):
-            return "\n".join(lines[:i] + [added] + lines[i:])
-    raise AssertionError("printed module without a closing brace")
 
 
 def compile_module(assembled: Assembled, name: str) -> bytes:

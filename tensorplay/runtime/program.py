@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, TransferStats, count, device_name, from_storage,
+from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, Donated, TransferStats, count, device_name, from_storage,
                       is_host_driver, is_shared, release_device_arrays, stats, storage_dtype, to_storage)
 
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
@@ -160,7 +160,7 @@ class Function:
     takes_device_arrays = True
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
-                 "device_results", "kept_results", "_vm_function", "_n_results", "_logged", "_special",
+                 "device_results", "kept_results", "donated", "_vm_function", "_n_results", "_logged", "_special",
                  "__weakref__")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
@@ -175,7 +175,12 @@ class Function:
         self.result_dtypes = None if result_dtypes is None else [np.dtype(d) for d in result_dtypes]
         self._n_results = len(self.result_dtypes) if self.result_dtypes is not None else None
         self.storage = None if storage is None else [None if d is None else np.dtype(d) for d in storage]
-        self.private = frozenset(private)
+        #: input position -> output position: the program writes that output into the input's
+        #: buffer (its reflection says which: the compiler ties a step's updated state to the
+        #: inputs holding it). Such an input is passed as a copy unless the caller gives it up
+        #: (:class:`~tensorplay.runtime.storage.Donated`): then its own buffer is written.
+        self.donated: dict[int, int] = {i: k for k, i in _donated_pairs(self._vm_function).items()}
+        self.private = frozenset(private) | frozenset(self.donated)
         self.resident = frozenset(resident)
         self.results = results
         #: result positions that stay on a GPU driver's device whatever ``results`` says (values
@@ -371,6 +376,9 @@ class Program:
             if type(a) is np.ndarray and i not in special and a.nbytes <= _COPY_BELOW and a.flags.c_contiguous:
                 args.push_ref(_copy_up(self._device, a, _element_type(a.dtype, self, i), fn.label))
                 continue
+            if type(a) is Donated:  # given up by the caller: its buffer takes the new value
+                args.push_ref(self._donated_view(a.array, fn, i))
+                continue
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
                     backend = BACKEND_OF_DRIVER.get(a.driver)
@@ -406,7 +414,8 @@ class Program:
             vm_function = fn._vm_function
             declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
             given = ", ".join(f"{a.dtype}{list(a.shape)}" if isinstance(a, DeviceArray) else
-                              f"{np.asarray(a).dtype}{list(np.shape(a))}" for a in arrays) or "no arguments"
+                              f"{np.asarray(a).dtype}{list(np.shape(a))}"
+                              for a in (b.array if type(b) is Donated else b for b in arrays)) or "no arguments"
             kind = ValueError if isinstance(exc, ValueError) or "INVALID_ARGUMENT" in str(exc) else RuntimeError
             raise kind(f"{self!r}: calling {vm_function.name} with {given} failed: {iree_reason(exc)}\n"
                        f"  the function is: {declared}") from None
@@ -417,6 +426,39 @@ class Program:
         kept = fn.kept_results
         return [self._result(results.get_as_object(i, BufferView), None if dtypes is None else dtypes[i],
                              keep or i in stay, in_place, fn.label, i in kept) for i in range(len(results))]
+
+    def _donated_view(self, array: Any, fn: Function, index: int) -> Any:
+        """The buffer of an argument the caller gave up (:class:`Donated`), for the program to
+        write its new value into: a device array's own; for a host array, the program result it
+        came from (kept by :func:`_remember`, and forgotten now: it is about to change), else a
+        copy. An argument the program does not write is passed as usual."""
+        if index not in fn.donated:
+            return self._plain_view(array, fn, index)
+        if isinstance(array, DeviceArray):
+            if array.driver != self.driver or array.view is None:
+                return self._plain_view(array, fn, index)
+            view = array.view
+            array.view = None  # its buffer now holds the new value: the old array is spent
+            return view
+        storage = fn.storage[index] if fn.storage is not None and index < len(fn.storage) else None
+        if storage is None and self._host_memory:
+            key = ("host", id(array), "")
+            with _lock:
+                hit = _resident.get(key)
+                if hit is not None and hit[0]() is array:
+                    del _resident[key]
+                    return hit[1]
+        return self.upload(array, storage, fn.label, None, index, copy=True)
+
+    def _plain_view(self, array: Any, fn: Function, index: int) -> Any:
+        """A private copy of ``array`` (an argument the program may write)."""
+        if isinstance(array, DeviceArray):
+            if array.view is None:
+                raise RuntimeError(f"{self!r}: argument {index} is a {array.device} tensor whose buffer was "
+                                   f"released")
+            return self._device_copy(array.view)
+        storage = fn.storage[index] if fn.storage is not None and index < len(fn.storage) else None
+        return self.upload(np.asarray(array, order="C"), storage, fn.label, None, index, copy=True)
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
                in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:
@@ -515,6 +557,26 @@ def _raw_dtype(element_type: Any) -> np.dtype:
         np.dtype(rt.HalElementType.map_to_dtype(element_type))
     _RAW_DTYPES[element_type] = raw
     return raw
+
+
+#: the reflection entry of a function that writes outputs into inputs' buffers: ``"k:i,..."``
+#: (output ``k`` into input ``i``), set by the compiler (backends/donation.py)
+DONATED_KEY = "tensorplay.donated"
+
+
+def donated_pairs(text: str | None) -> dict[int, int]:
+    """The (output -> input) pairs of a ``tensorplay.donated`` reflection entry."""
+    pairs: dict[int, int] = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            k, i = item.split(":")
+            pairs[int(k)] = int(i)
+    return pairs
+
+
+def _donated_pairs(vm_function: Any) -> dict[int, int]:
+    """The (output -> input) pairs a compiled function writes in place, from its reflection."""
+    return donated_pairs(vm_function.reflection.get(DONATED_KEY))
 
 
 def _note_shared(fn: Function, index: int) -> None:

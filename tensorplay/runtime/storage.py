@@ -20,6 +20,7 @@ uploaded on every call instead (:func:`mark_shared`).
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "IN_PLACE_MIN_BYTES", "aligned_copy", "DeviceArray", "TransferStats", "stats", "reset_stats",
+__all__ = ["ALIGNMENT", "IN_PLACE_MIN_BYTES", "aligned_copy", "DeviceArray", "Donated", "sole_reference", "TransferStats", "stats", "reset_stats",
            "mark_shared", "is_shared", "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
 
 #: the byte alignment IREE's CPU code assumes of its buffers; host arrays that have it are
@@ -303,3 +304,36 @@ def from_storage(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if dtype == np.bool_:
         return np.asarray(array != 0)
     return np.asarray(array.astype(dtype))
+
+
+# -- arguments given up ----------------------------------------------------------------------------
+
+class Donated:
+    """An argument its caller gives up: a program that writes a result into that input's
+    buffer (a compiled step's updated state) may use the argument's own buffer, whose old
+    contents are then gone. The caller must hold the only reference (:func:`sole_reference`)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any):
+        self.array = array
+
+
+def sole_reference(array: Any, held: int) -> bool:
+    """Whether nothing but the caller's ``held`` references keeps ``array`` (a host array or a
+    DeviceArray) or the memory it views alive: no other tensor shares it, no view of it was
+    made, and it was not handed out (:func:`mark_shared`). Only then may its buffer take a new
+    value in place without another holder seeing the change."""
+    # (the references of this call: the parameter and getrefcount's argument)
+    if sys.getrefcount(array) - 2 > held:
+        return False
+    if type(array) is DeviceArray:
+        return array.view is not None
+    if not isinstance(array, np.ndarray) or is_shared(array):
+        return False
+    base = array.base  # views of an array point at its root, which they keep alive
+    while isinstance(base, np.ndarray):
+        if sys.getrefcount(base) - 2 > 1:  # (the local and getrefcount's argument; the view below)
+            return False
+        base = base.base
+    return True

@@ -26,7 +26,7 @@ from typing import Any
 
 from ...dialects.tp.graph import Graph
 from .. import _logging, tracedir
-from . import cache, probe
+from . import cache, donation, probe
 from .base import (BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of,
                    graph_functions, iter_nodes)
 from .modes import compile_flags, validate_options
@@ -90,7 +90,20 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
             f"  what to do: compile with backend='eager' to run the graph through the reference "
             f"implementations meanwhile, and report the reproducer above",
             backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
+    donated = donation.apply(module, graph_name)
     text = M.print_module(module, debuginfo=True)
+    if donated is not None:
+        plan, wrapper = donated
+        if wrapper:
+            text = M.append_to_module(text, wrapper)
+        _log.info("%s: graph %r updates %d of %d inputs in place%s%s", backend, graph_name, len(plan.tied),
+                  len(plan.tied) + len(plan.untied),
+                  f" (after a barrier joining {plan.joined} values)" if plan.joined else "",
+                  "".join(f"; output {k} not: {why}" for k, why in sorted(plan.untied.items())))
+        if scope is not None:
+            tracedir.note(scope, donated={"tied": {str(k): i for k, i in plan.tied.items()},
+                                          "untied": {str(k): why for k, why in plan.untied.items()},
+                                          "joined": plan.joined})
     if scope is not None:
         tracedir.note(scope, lower_s=round(time.perf_counter() - start, 6), pipeline=lowering_pipeline(TARGETS[backend]))
         tracedir.write(scope, "04-linalg.mlir", text)
@@ -594,13 +607,14 @@ class _EmptyGuarded:
 
         from ...dialects.tp.graph import interpret
         from ...runtime.program import to_device
-        from ...runtime.storage import DeviceArray
+        from ...runtime.storage import DeviceArray, Donated
 
         if not self._logged:
             object.__setattr__(self, "_logged", True)
             _log.info("%s: a call of graph %r makes an empty tensor, which IREE's driver cannot run a kernel "
                       "over: such calls run through the reference implementations on the host",
                       self._backend, self._graph.name)
+        arrays = [a.array if type(a) is Donated else a for a in arrays]  # (nothing is written here)
         drivers = {a.driver for a in arrays if type(a) is DeviceArray}
         host = [a.to_host() if type(a) is DeviceArray else a for a in arrays]
         outs = interpret(self._graph, host)

@@ -64,4 +64,5 @@ def widen_io(graph: Graph, widening: Mapping[str, str]) -> Widened:
         outputs.append(env[id(v)] if to is None else w.add1("tp.cast", [env[id(v)]], {"dtype": to}))
         output_casts.append(None if to is None else v.type.dtype.np_dtype)
     w.set_outputs(outputs)
+    w.donated = dict(graph.donated)
     return Widened(w, tuple(input_casts), tuple(output_casts))

@@ -1,0 +1,204 @@
+"""Updating a compiled step's state in place (backends/donation.py): the program writes the
+new value of a parameter or an optimizer state into the buffer the old one was in, ordered
+after every other read of the old value, and only where no other holder can see the change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay import runtime
+from tensorplay.compiler.backends import donation
+from tensorplay.compiler.backends.iree import get_iree_backend, lower_to_linalg, tp_mlir
+from tensorplay.dialects.tp.graph import Graph
+from tensorplay.dialects.tp.types import TensorType
+from tensorplay.runtime.storage import Donated, sole_reference
+
+F = tp.nn.functional
+W = (96, 64)  # 24 KiB of float32: above IN_PLACE_MIN_BYTES, so a step updates it in place
+
+
+def _update_then_read(read_first: bool = False) -> Graph:
+    """new_w = w - 0.5 * g, and an independent read of the old w (g @ w^T) placed after the
+    update in the program (or before it): the in-place write must wait for that read."""
+    g = Graph("update_then_read")
+    w = g.add_input(TensorType(W, tp.float32))
+    grad = g.add_input(TensorType(W, tp.float32))
+    half = g.add_input(TensorType((), tp.float32))
+
+    def read():
+        return g.add1("tp.matmul", [grad, g.add1("tp.permute", [w], {"dims": [1, 0]})])
+
+    early = read() if read_first else None
+    new = g.add1("tp.sub", [w, g.add1("tp.mul", [grad, half])])
+    g.set_outputs([new, early if read_first else read()])
+    g.donated = {0: 0}
+    return g
+
+
+def _plan(graph: Graph, backend: str = "iree-cpu") -> donation.Plan:
+    module = tp_mlir(graph)
+    plans = []
+    real = donation.apply
+
+    def keep(m, name):
+        out = real(m, name)
+        plans.append(out[0])
+        return out
+
+    try:
+        donation.apply = keep
+        lower_to_linalg(module, graph.name, backend)
+    finally:
+        donation.apply = real
+    return plans[0]
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", "iree-vulkan"])
+@pytest.mark.parametrize("read_first", [False, True])
+def test_the_write_waits_for_every_read_of_the_old_value(backend, read_first):
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(caps.reason)
+    graph = _update_then_read(read_first)
+    plan = _plan(graph, backend)
+    assert plan.tied == {0: 0} and plan.joined == 1, plan
+    run = get_iree_backend(backend)(graph)
+    run.kept_results = frozenset({0})  # (as a compiled step's: the next call passes it back)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(W).astype(np.float32)
+    grad = rng.standard_normal(W).astype(np.float32)
+    half = np.float32(0.5)
+    state = tp.tensor(w)
+    if backend == "iree-vulkan":
+        state = state.to("vulkan")
+    data = state._data
+    for _ in range(3):
+        arg = Donated(data)
+        new, read = run(arg, tp.tensor(grad).to(state.device)._data, np.asarray(half))
+        np.testing.assert_allclose(np.asarray(read), grad @ w.T, rtol=1e-4, atol=1e-4)
+        w = w - half * grad
+        np.testing.assert_allclose(np.asarray(new), w, rtol=1e-5, atol=1e-5)
+        data = new
+
+
+@pytest.mark.iree
+def test_updates_that_read_the_old_value_otherwise_are_not_done_in_place():
+    g = Graph("transposed_update")
+    w = g.add_input(TensorType((96, 96), tp.float32))
+    keep = g.add_input(TensorType((96, 96), tp.float32))
+    # the new value reads w transposed: one kernel writing w would read elements it overwrote
+    g.set_outputs([g.add1("tp.add", [w, g.add1("tp.permute", [w], {"dims": [1, 0]})]), keep,
+                   g.add1("tp.exp", [keep])])
+    g.donated = {0: 0, 1: 1}
+    plan = _plan(g)
+    assert 0 in plan.untied and "element for element" in plan.untied[0]
+    assert 1 in plan.untied and plan.untied[1] == "the new value is an input"
+    run = get_iree_backend("iree-cpu")(g)
+    a = (np.arange(96 * 96, dtype=np.float32) / 1000).reshape(96, 96)
+    out = run(Donated(a.copy()), a)
+    np.testing.assert_array_equal(out[0], a + a.T)
+    np.testing.assert_allclose(out[2], np.exp(a), rtol=1e-6)
+
+
+def test_only_a_sole_holder_gives_a_buffer_up():
+    a = np.zeros(W, np.float32)
+    assert sole_reference(a, 1)
+    view = a[1:]
+    assert not sole_reference(a, 1)
+    del view
+    other = a
+    assert not sole_reference(a, 1)
+    del other
+    runtime.storage.mark_shared(a)
+    assert not sole_reference(a, 1)
+
+
+def _mlp_step(dev: str | None = None):
+    tp.manual_seed(5)
+    net = tp.nn.Sequential(tp.nn.Linear(64, 96), tp.nn.LayerNorm(96), tp.nn.GELU(), tp.nn.Linear(96, 64),
+                           tp.nn.GELU(), tp.nn.Linear(64, 4))
+    if dev is not None:
+        net = net.to(dev)
+    opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+
+    def step(x, y):
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return net, opt, step
+
+
+def _batches(n, dev=None):
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(n):
+        x, y = tp.tensor(rng.standard_normal((40, 64)).astype(np.float32)), tp.tensor(rng.integers(0, 4, 40))
+        out.append((x, y) if dev is None else (x.to(dev), y.to(dev)))
+    return out
+
+
+@pytest.mark.iree
+def test_a_compiled_step_updates_its_large_state_in_the_same_buffers(monkeypatch):
+    net, opt, step = _mlp_step()
+    eager_net, _, eager_step = _mlp_step()
+    compiled = tp.compiler.compile(step, backend="iree-cpu")
+    batches = _batches(6)
+    where = []
+    for x, y in batches:
+        np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-5)
+        big = [p for p in net.parameters() if p.numel() * 4 > runtime.storage.IN_PLACE_MIN_BYTES]
+        big += [t for p in big for t in opt.state[p].values() if t.numel() > 1]
+        where.append([t._data.ctypes.data for t in big])
+    assert len(where[0]) == 6  # two weights, each with its two moments
+    # the first call writes into copies of the state (its arrays were tensorplay's own); every
+    # later one writes into the buffers the call before returned
+    assert where[1] == where[2] == where[5], where
+    (entry,) = compiled._group.order
+    assert len(entry.donated) == 6
+    # the same values as a program writing new buffers, bit for bit
+    monkeypatch.setattr(tp.compiler.api, "_donations", lambda graph, trace: {})
+    fresh_net, _, fresh_step = _mlp_step()
+    fresh = tp.compiler.compile(fresh_step, backend="iree-cpu")
+    for x, y in batches:
+        fresh(x, y)
+    assert not fresh._group.order[0].donated
+    for p, q, r in zip(net.parameters(), fresh_net.parameters(), eager_net.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        # (AdamW at lr 1e-2 moves an element whose gradient is rounding noise by up to lr)
+        np.testing.assert_allclose(p.detach().numpy(), r.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("dev", [None, "vulkan"])
+def test_state_someone_else_holds_is_never_changed_behind_their_back(dev):
+    if dev is not None:
+        caps = tp.compiler.get_backend_capabilities("iree-vulkan")
+        if not caps.available:
+            pytest.skip(caps.reason)
+    net, opt, step = _mlp_step(dev)
+    eager_net, _, eager_step = _mlp_step(dev)
+    compiled = tp.compiler.compile(step)
+    batches = _batches(5, dev)
+    for x, y in batches[:2]:
+        compiled(x, y), eager_step(x, y)
+    # a detached tensor sharing the weight's storage, and an array handed out by .numpy():
+    # tensorplay's in-place updates give the weight a new storage, so both keep the old values
+    weight = net[3].weight
+    held = weight.detach()
+    snapshot = held.cpu().numpy().copy()
+    moment = opt.state[weight]["exp_avg"]
+    handed = moment.cpu().numpy() if dev is not None else moment.numpy()
+    handed_copy = np.array(handed)
+    for x, y in batches[2:]:
+        np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-5)
+    np.testing.assert_array_equal(held.cpu().numpy(), snapshot)
+    np.testing.assert_array_equal(handed, handed_copy)
+    assert not np.array_equal(weight.detach().cpu().numpy(), snapshot)
+    for p, q in zip(net.parameters(), eager_net.parameters()):  # (AdamW: see above)
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-4, atol=1e-5)
