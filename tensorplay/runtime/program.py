@@ -377,8 +377,12 @@ class Program:
                 args.push_ref(_copy_up(self._device, a, _element_type(a.dtype, self, i), fn.label))
                 continue
             if type(a) is Donated:  # given up by the caller: its buffer takes the new value
-                args.push_ref(self._donated_view(a.array, fn, i))
-                continue
+                a = a.array
+                if i in fn.donated and (type(a) is not DeviceArray or (a.driver == self.driver and
+                                                                       a.view is not None)):
+                    on_device = on_device or type(a) is DeviceArray
+                    args.push_ref(self._donated_view(a, fn, i))
+                    continue
             if isinstance(a, DeviceArray):
                 if a.driver != self.driver:
                     backend = BACKEND_OF_DRIVER.get(a.driver)
@@ -419,6 +423,10 @@ class Program:
             kind = ValueError if isinstance(exc, ValueError) or "INVALID_ARGUMENT" in str(exc) else RuntimeError
             raise kind(f"{self!r}: calling {vm_function.name} with {given} failed: {iree_reason(exc)}\n"
                        f"  the function is: {declared}") from None
+        for i in fn.donated:  # a device array given up now holds a new value: it is spent
+            a = arrays[i] if i < len(arrays) else None
+            if type(a) is Donated and isinstance(a.array, DeviceArray) and a.array.driver == self.driver:
+                a.array.view = None
         keep = fn.results == "device" or (fn.results == "auto" and on_device)
         dtypes = fn.result_dtypes
         BufferView = self._BufferView
@@ -428,18 +436,12 @@ class Program:
                              keep or i in stay, in_place, fn.label, i in kept) for i in range(len(results))]
 
     def _donated_view(self, array: Any, fn: Function, index: int) -> Any:
-        """The buffer of an argument the caller gave up (:class:`Donated`), for the program to
-        write its new value into: a device array's own; for a host array, the program result it
-        came from (kept by :func:`_remember`, and forgotten now: it is about to change), else a
-        copy. An argument the program does not write is passed as usual."""
-        if index not in fn.donated:
-            return self._plain_view(array, fn, index)
-        if isinstance(array, DeviceArray):
-            if array.driver != self.driver or array.view is None:
-                return self._plain_view(array, fn, index)
-            view = array.view
-            array.view = None  # its buffer now holds the new value: the old array is spent
-            return view
+        """The buffer of input ``index``, given up by the caller (:class:`Donated`), for the
+        program to write its new value into: a device array's own; for a host array, the program
+        result it came from (kept by :func:`_remember`, and forgotten now: it is about to
+        change), else a copy."""
+        if type(array) is DeviceArray:
+            return array.view  # (spent once the call succeeds: see _call)
         storage = fn.storage[index] if fn.storage is not None and index < len(fn.storage) else None
         if storage is None and self._host_memory:
             key = ("host", id(array), "")
@@ -448,16 +450,6 @@ class Program:
                 if hit is not None and hit[0]() is array:
                     del _resident[key]
                     return hit[1]
-        return self.upload(array, storage, fn.label, None, index, copy=True)
-
-    def _plain_view(self, array: Any, fn: Function, index: int) -> Any:
-        """A private copy of ``array`` (an argument the program may write)."""
-        if isinstance(array, DeviceArray):
-            if array.view is None:
-                raise RuntimeError(f"{self!r}: argument {index} is a {array.device} tensor whose buffer was "
-                                   f"released")
-            return self._device_copy(array.view)
-        storage = fn.storage[index] if fn.storage is not None and index < len(fn.storage) else None
         return self.upload(np.asarray(array, order="C"), storage, fn.label, None, index, copy=True)
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,

@@ -182,11 +182,11 @@ def test_state_someone_else_holds_is_never_changed_behind_their_back(dev):
         if not caps.available:
             pytest.skip(caps.reason)
     net, opt, step = _mlp_step(dev)
-    eager_net, _, eager_step = _mlp_step(dev)
+    eager_net, _, eager_step = _mlp_step()  # (eager on the host: the same values, sooner)
     compiled = tp.compiler.compile(step)
-    batches = _batches(5, dev)
-    for x, y in batches[:2]:
-        compiled(x, y), eager_step(x, y)
+    batches = list(zip(_batches(5, dev), _batches(5)))
+    for (x, y), (hx, hy) in batches[:2]:
+        compiled(x, y), eager_step(hx, hy)
     # a detached tensor sharing the weight's storage, and an array handed out by .numpy():
     # tensorplay's in-place updates give the weight a new storage, so both keep the old values
     weight = net[3].weight
@@ -195,10 +195,60 @@ def test_state_someone_else_holds_is_never_changed_behind_their_back(dev):
     moment = opt.state[weight]["exp_avg"]
     handed = moment.cpu().numpy() if dev is not None else moment.numpy()
     handed_copy = np.array(handed)
-    for x, y in batches[2:]:
-        np.testing.assert_allclose(compiled(x, y).item(), eager_step(x, y).item(), rtol=1e-5)
+    for (x, y), (hx, hy) in batches[2:]:
+        np.testing.assert_allclose(compiled(x, y).item(), eager_step(hx, hy).item(), rtol=1e-5)
     np.testing.assert_array_equal(held.cpu().numpy(), snapshot)
     np.testing.assert_array_equal(handed, handed_copy)
     assert not np.array_equal(weight.detach().cpu().numpy(), snapshot)
     for p, q in zip(net.parameters(), eager_net.parameters()):  # (AdamW: see above)
         np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", "iree-vulkan"])
+def test_a_step_with_run_time_sizes_updates_in_place_after_reads_of_those_sizes(backend, caplog):
+    # the reads the updates wait for have sizes known only at run time (the batch): the
+    # update depends on the sum of at most one of their elements
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(caps.reason)
+    dev = None if backend == "iree-cpu" else "vulkan"
+    net, _, step = _mlp_step(dev)
+    eager_net, _, eager_step = _mlp_step()  # (eager on the host: the same values, sooner)
+    compiled = tp.compiler.compile(step, backend=backend, dynamic=True)
+    rng = np.random.default_rng(9)
+    with caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
+        for n in (40, 24, 40, 17):
+            x = tp.tensor(rng.standard_normal((n, 64)).astype(np.float32))
+            y = tp.tensor(rng.integers(0, 4, n))
+            want = eager_step(x, y).item()
+            if dev is not None:
+                x, y = x.to(dev), y.to(dev)
+            np.testing.assert_allclose(compiled(x, y).item(), want, rtol=1e-5)
+    assert compiled.compile_count == 1
+    assert any("updates 6 of 6 inputs in place (after" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+    for p, q in zip(net.parameters(), eager_net.parameters()):  # (AdamW: see above)
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.iree
+def test_an_optimizer_step_alone_updates_in_place_with_nothing_to_wait_for(caplog):
+    net, opt, _ = _mlp_step()
+    eager_net, eager_opt, _ = _mlp_step()
+    compiled = tp.compiler.compile(opt.step, backend="iree-cpu")
+    rng = np.random.default_rng(3)
+    with caplog.at_level("INFO", logger="tensorplay.compiler.perf"):
+        for _ in range(3):
+            for model in (net, eager_net):
+                for p in model.parameters():
+                    p.grad = tp.tensor(rng.standard_normal(tuple(p.shape)).astype(np.float32))
+            # (the same gradients for both)
+            for p, q in zip(net.parameters(), eager_net.parameters()):
+                q.grad = tp.tensor(p.grad.numpy().copy())
+            compiled()
+            eager_opt.step()
+    assert any("updates 6 of 6 inputs in place" in r.getMessage() and "after" not in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    for p, q in zip(net.parameters(), eager_net.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -14,10 +14,13 @@ weight, independent in the data flow, ran in either order, and the matmul read t
 weight. So before tying, the function is analysed and, where needed, fenced:
 
 - every op that reads ``w`` (directly or through views and casts, which IREE may fold into
-  their users) and is not an ancestor of the op writing the new value must finish first: their
-  results join a ``hal.tensor.barrier`` whose results the writer's reads of ``w`` go through,
-  so the write waits for them (one barrier for the whole function; it costs one more queue
-  submission, and materializes the values it joins);
+  their users) and is not an ancestor of the op writing the new value must finish first. The
+  update's kernel is made to read one element of each of their results: an operand of it
+  passes through ``arith.select`` with those elements on a condition that is false but opaque
+  to the compiler (:func:`_after_text`), which changes no value and leaves a data dependency
+  IREE orders like any other, within one submission. (A ``hal.tensor.barrier`` orders too, but
+  splits the program into two submissions, and IREE 3.13 drops its wait for an imported value:
+  measured on Vulkan.)
 - ops that IREE may fuse into the writer's dispatch (its elementwise producers) may read ``w``
   only element for element, as the writer writes it; a read that is not (a transpose, a
   reduction, a view) would see elements already overwritten, so ``w`` is not tied;
@@ -55,7 +58,7 @@ _CASTS = frozenset({"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", 
 @dataclass
 class Plan:
     """What :func:`apply` did: the pairs tied (output -> input), those left untied and why,
-    and how many values the barrier joins (0: no barrier was needed)."""
+    and how many other reads' results the updates were made to wait for (0: none needed)."""
 
     tied: dict[int, int] = field(default_factory=dict)
     untied: dict[int, str] = field(default_factory=dict)
@@ -285,10 +288,9 @@ def _apply(ir: Any, module: Any, name: str) -> tuple[Plan, str] | None:
                     wait.add(r)  # (a view or cast is waited for through its users)
             through: list[tuple[int, Any]] = []
             if why is None and wait:
-                # one operand of the update's kernel, computed by a kernel of its own, goes
-                # through a barrier (an argument does not: IREE 3.13 drops a barrier's wait
-                # for a value that was imported, measured on Vulkan); nothing a barrier joins
-                # may depend on an op made to wait
+                # one operand of the update's kernel, computed by a kernel of its own, is made
+                # to depend on those reads (not an argument: the wait would sit on the import);
+                # nothing waited for may depend on an op made to wait
                 through = _ordering_operand(body, cone)
                 if not through:
                     why = "its update has no computed operand to order after the other reads"
@@ -372,8 +374,8 @@ def _fence(ir: Any, body: _Body, orders: list[tuple[set[int], list[tuple[int, An
         groups.append((merged_wait, merged_through))
     joined = 0
     helpers: list[str] = []
-    # the condition, false but opaque, made once at the start (an optimization barrier between
-    # kernels would split their submission in two)
+    # the condition, false but opaque, made once at the start (a util.optimization_barrier
+    # between kernels splits their submission in two)
     with ir.InsertionPoint.at_block_begin(body.block), body.terminator.location:
         i1 = ir.IntegerType.get_signless(1)
         false = ir.Operation.create("arith.constant", results=[i1], attributes={"value": ir.IntegerAttr.get(i1, 0)})

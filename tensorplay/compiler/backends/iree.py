@@ -98,7 +98,7 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
             text = M.append_to_module(text, wrapper)
         _log.info("%s: graph %r updates %d of %d inputs in place%s%s", backend, graph_name, len(plan.tied),
                   len(plan.tied) + len(plan.untied),
-                  f" (after a barrier joining {plan.joined} values)" if plan.joined else "",
+                  f" (after {plan.joined} other reads of old values)" if plan.joined else "",
                   "".join(f"; output {k} not: {why}" for k, why in sorted(plan.untied.items())))
         if scope is not None:
             tracedir.note(scope, donated={"tied": {str(k): i for k, i in plan.tied.items()},
