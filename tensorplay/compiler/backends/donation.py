@@ -262,8 +262,8 @@ def _apply(ir: Any, module: Any, name: str) -> tuple[Plan, str] | None:
         roots.append(d)
 
     orders: list[tuple[set[int], list[tuple[int, Any]]]] = []  # (reads to wait for, uses to delay)
-    waited: set[int] = set()
-    delayed: set[int] = set()
+    waited = 0  # bit set: the ops waited for so far, and their ancestors
+    delayed = 0  # bit set: the ops made to wait so far
     for k in sorted(pairs):
         i = pairs[k]
         why = _refusal(body, k, i, arg_types, result_types, roots)
@@ -295,14 +295,18 @@ def _apply(ir: Any, module: Any, name: str) -> tuple[Plan, str] | None:
                 if not through:
                     why = "its update has no computed operand to order after the other reads"
                 else:
-                    producers = waited | wait | {d for _, v in through if (d := body.defining(v)) is not None}
-                    later = delayed | {op for op, _ in through}
-                    if any(p == q or body.is_ancestor(q, p) for p in producers for q in later):
+                    producers = wait | {d for _, v in through if (d := body.defining(v)) is not None}
+                    before = waited
+                    for p in producers:
+                        before |= body.ancestors[p] | (1 << p)
+                    later = delayed
+                    for op, _ in through:
+                        later |= 1 << op
+                    if before & later:  # something waited for would itself wait
                         why = "ordering its update after the other reads would make a cycle"
             if why is None:
                 if wait:
-                    waited |= wait
-                    delayed |= {op for op, _ in through}
+                    waited, delayed = before, later
                     orders.append((wait, through))
                 plan.tied[k] = i
         if why is not None:
