@@ -470,8 +470,7 @@ def _after_text(name: str, types: list[str]) -> str:
         sizes = []
         for n, d in enumerate(jshape):
             if d == "?":
-                lines.append(f"    %c{k}_{n} = arith.constant {n} : index")
-                lines.append(f"    %n{k}_{n} = tensor.dim %j{k}, %c{k}_{n} : {t}")
+                _tensor_dim(f"%n{k}_{n}", f"%j{k}", n, t, lines)
                 lines.append(f"    %one{k}_{n} = arith.constant 1 : index")
                 lines.append(f"    %m{k}_{n} = arith.minui %n{k}_{n}, %one{k}_{n} : index")
                 sizes.append(f"%m{k}_{n}")
@@ -494,12 +493,7 @@ def _after_text(name: str, types: list[str]) -> str:
                   f"      linalg.yield %r : {u}",
                   f"    }} -> tensor<{u}>"]
         tokens.append((f"%e{k}", u))
-    empty_dims = []
-    for n, d in enumerate(shape):
-        if d == "?":
-            lines.append(f"    %vc{n} = arith.constant {n} : index")
-            lines.append(f"    %vd{n} = tensor.dim %v, %vc{n} : {value_type}")
-            empty_dims.append(f"%vd{n}")
+    empty_dims = [_tensor_dim(f"%vd{n}", "%v", n, value_type, lines) for n, d in enumerate(shape) if d == "?"]
     lines.append(f"    %empty = tensor.empty({', '.join(empty_dims)}) : {value_type}")
     maps = [f"affine_map<({dims}) -> ({dims})>"] + [f"affine_map<({dims}) -> ()>"] * len(tokens) \
         + [f"affine_map<({dims}) -> ({dims})>"]
@@ -543,6 +537,13 @@ def _reorder(body: _Body) -> None:
         fresh.ops[n].move_before(fresh.terminator)
 
 
+def _tensor_dim(name: str, tensor: str, n: int, type_text: str, out: list[str]) -> str:
+    """``name``: size ``n`` of ``tensor`` (of type ``type_text``), defined into ``out``."""
+    out.append(f"    {name}_i = arith.constant {n} : index")
+    out.append(f"    {name} = tensor.dim {tensor}, {name}_i : {type_text}")
+    return name
+
+
 def _dims(prefix: str, type_text: str, out: list[str], view: str | None = None, tensor: str | None = None) -> str:
     """``{%d0, ...}``: the run-time sizes of ``type_text``, defined into ``out`` (named after
     ``prefix``) from buffer view ``view`` or from tensor value ``tensor``."""
@@ -555,8 +556,7 @@ def _dims(prefix: str, type_text: str, out: list[str], view: str | None = None, 
         if view is not None:
             out.append(f"    {name} = hal.buffer_view.dim<{view} : !hal.buffer_view>[{j}] : index")
         else:
-            out.append(f"    {name}_i = arith.constant {j} : index")
-            out.append(f"    {name} = tensor.dim {tensor}, {name}_i : {type_text}")
+            _tensor_dim(name, tensor, j, type_text, out)
         names.append(name)
     return "{" + ", ".join(names) + "}" if names else ""
 
