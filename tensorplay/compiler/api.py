@@ -84,12 +84,17 @@ def _donations(graph: Graph, trace: Any) -> dict[int, int]:
     """The graph's outputs (-> inputs) a program may write into the buffers of the tensors they
     update: state the function reached and changed in place (parameters and optimizer state in
     a compiled step), of a fixed shape and over ``IN_PLACE_MIN_BYTES`` (a smaller buffer saves
-    nothing worth a fence). Function arguments are never given up: the caller holds them."""
+    nothing worth a fence). Function arguments are never given up: the caller holds them; nor
+    are inputs a scatter or slice update may write into (IREE 3.13 may do so in any argument's
+    buffer, iree-org/iree#16168: they stay private copies)."""
+    from .backends.iree import written_inputs
+
     position = {id(b): i for i, b in enumerate(trace.bindings)}
+    written = written_inputs(graph)
     pairs: dict[int, int] = {}
     for target, k in trace.writebacks:
         i = position.get(id(target))
-        if not isinstance(target, AttachedInput) or i is None:
+        if not isinstance(target, AttachedInput) or i is None or i in written:
             continue
         old, new = graph.inputs[i], graph.outputs[k]
         if new is old or new.type != old.type or any(sym.is_symbolic(d) for d in old.type.shape):
