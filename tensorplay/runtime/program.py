@@ -206,6 +206,10 @@ class Function:
     def __call__(self, *arrays: Any) -> list[Any]:
         return self.program._invoke(self, arrays)
 
+    def storage_of(self, index: int) -> np.dtype | None:
+        """The element type input ``index`` crosses the boundary as (None: its own)."""
+        return self.storage[index] if self.storage is not None and index < len(self.storage) else None
+
     def __repr__(self) -> str:
         return f"<Function {self.name} of {self.program!r}>"
 
@@ -397,7 +401,7 @@ class Program:
                 args.push_ref(self._device_copy(a.view) if i in fn.private else a.view)
                 continue
             a = np.asarray(a, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-            storage = fn.storage[i] if fn.storage is not None and i < len(fn.storage) else None
+            storage = fn.storage_of(i)
             if i in fn.private:  # the program may write into it: a copy of its own
                 view = self.upload(a, storage, fn.label, None, i, copy=True)
             elif i in fn.resident:
@@ -442,7 +446,7 @@ class Program:
         change), else a copy."""
         if type(array) is DeviceArray:
             return array.view  # (spent once the call succeeds: see _call)
-        storage = fn.storage[index] if fn.storage is not None and index < len(fn.storage) else None
+        storage = fn.storage_of(index)
         if storage is None and self._host_memory:
             key = ("host", id(array), "")
             with _lock:
@@ -556,19 +560,14 @@ def _raw_dtype(element_type: Any) -> np.dtype:
 DONATED_KEY = "tensorplay.donated"
 
 
-def donated_pairs(text: str | None) -> dict[int, int]:
-    """The (output -> input) pairs of a ``tensorplay.donated`` reflection entry."""
+def _donated_pairs(vm_function: Any) -> dict[int, int]:
+    """The (output -> input) pairs a compiled function writes in place, from its reflection."""
     pairs: dict[int, int] = {}
-    for item in (text or "").split(","):
+    for item in vm_function.reflection.get(DONATED_KEY, "").split(","):
         if item.strip():
             k, i = item.split(":")
             pairs[int(k)] = int(i)
     return pairs
-
-
-def _donated_pairs(vm_function: Any) -> dict[int, int]:
-    """The (output -> input) pairs a compiled function writes in place, from its reflection."""
-    return donated_pairs(vm_function.reflection.get(DONATED_KEY))
 
 
 def _note_shared(fn: Function, index: int) -> None:

@@ -334,7 +334,7 @@ def _ordering_operand(body: _Body, cone: set[int]) -> list[tuple[int, Any]]:
             if kind in ("arith.constant", "tensor.empty", "linalg.fill") or kind in _VIEWS:
                 continue
             size = 1
-            for dim in text[len("tensor<"):-1].split("x")[:-1]:
+            for dim in _shape(text):
                 size *= 1 << 40 if dim == "?" else int(dim)
             fused = d in cone and _fusable(body.ops[d])  # (else materialized anyway)
             rank = (int(fused), size, n)
@@ -407,6 +407,11 @@ def _fence(ir: Any, body: _Body, orders: list[tuple[set[int], list[tuple[int, An
 _ELEMENT = re.compile(r"^(?:[0-9?]+x)*([a-z0-9]+)$")
 
 
+def _shape(type_text: str) -> list[str]:
+    """The sizes of a ranked tensor type's text, as written (``"?"`` where known at run time)."""
+    return type_text[len("tensor<"):-1].split("x")[:-1]
+
+
 def _scalar_of(type_text: str) -> str | None:
     """The element type of a ranked tensor type of ints or floats; None for anything else."""
     if not type_text.startswith("tensor<") or not type_text.endswith(">"):
@@ -446,7 +451,7 @@ def _after_text(name: str, types: list[str]) -> str:
     ``%j`` whose sizes may be 0 contributes the sum of its at most one first element."""
     value_type, waited = types[0], types[1:]
     element = _scalar_of(value_type)
-    shape = value_type[len("tensor<"):-1].split("x")[:-1]
+    shape = _shape(value_type)
     rank = len(shape)
     dims = ", ".join(f"d{k}" for k in range(rank))
     lines = [f"  func.func private @{name}(%flag: i1, %v: {value_type}"
@@ -454,7 +459,7 @@ def _after_text(name: str, types: list[str]) -> str:
     tokens = []
     for k, t in enumerate(waited):
         u = _scalar_of(t)
-        jshape = t[len("tensor<"):-1].split("x")[:-1]
+        jshape = _shape(t)
         if not jshape:
             tokens.append((f"%j{k}", u))
             continue
@@ -547,7 +552,7 @@ def _tensor_dim(name: str, tensor: str, n: int, type_text: str, out: list[str]) 
 def _dims(prefix: str, type_text: str, out: list[str], view: str | None = None, tensor: str | None = None) -> str:
     """``{%d0, ...}``: the run-time sizes of ``type_text``, defined into ``out`` (named after
     ``prefix``) from buffer view ``view`` or from tensor value ``tensor``."""
-    shape = type_text[len("tensor<"):-1].split("x")[:-1]
+    shape = _shape(type_text)
     names = []
     for j, d in enumerate(shape):
         if d != "?":
