@@ -274,3 +274,44 @@ def test_state_a_slice_update_writes_stays_a_private_copy(caplog):
     assert any("updates 1 of 1 inputs in place" in r.getMessage() for r in caplog.records)
     (entry,) = compiled._group.order
     assert len(entry.donated) == 1
+
+
+@pytest.mark.iree
+def test_a_read_whose_result_cannot_be_waited_for_keeps_the_update_out_of_place():
+    # the ordering reads an element of each other read's result; a read giving only a complex
+    # tensor offers none, so the update is not tied (never tied without its ordering)
+    from tensorplay.dialects import ir as I
+
+    text = """
+    #id = affine_map<(d0) -> (d0)>
+    module {
+      func.func @f(%w: tensor<8192xf32>, %g: tensor<8192xf32>) -> (tensor<8192xf32>, tensor<8192xcomplex<f32>>)
+          attributes {tp.donated = array<i64: 0, 0>} {
+        %e = tensor.empty() : tensor<8192xf32>
+        %gs = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+            ins(%g : tensor<8192xf32>) outs(%e : tensor<8192xf32>) {
+        ^bb0(%a: f32, %o: f32):
+          %x = math.exp %a : f32
+          linalg.yield %x : f32
+        } -> tensor<8192xf32>
+        %new = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]}
+            ins(%w, %gs : tensor<8192xf32>, tensor<8192xf32>) outs(%e : tensor<8192xf32>) {
+        ^bb0(%a: f32, %b: f32, %o: f32):
+          %s = arith.subf %a, %b : f32
+          linalg.yield %s : f32
+        } -> tensor<8192xf32>
+        %ec = tensor.empty() : tensor<8192xcomplex<f32>>
+        %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+            ins(%w : tensor<8192xf32>) outs(%ec : tensor<8192xcomplex<f32>>) {
+        ^bb0(%a: f32, %o: complex<f32>):
+          %z = complex.create %a, %a : complex<f32>
+          linalg.yield %z : complex<f32>
+        } -> tensor<8192xcomplex<f32>>
+        return %new, %c : tensor<8192xf32>, tensor<8192xcomplex<f32>>
+      }
+    }"""
+    with I.context() as ctx:
+        module = I.ir.Module.parse(text, ctx)
+        plan, wrapper = donation.apply(module, "f")
+    assert plan.tied == {} and wrapper == ""
+    assert "no int or float tensor result (linalg.generic)" in plan.untied[0]

@@ -49,8 +49,8 @@ _VIEWS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast
 _FUSABLE = frozenset({"linalg.fill", "tensor.empty", "arith.constant", "linalg.broadcast", "linalg.transpose",
                       "tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.extract_slice",
                       "tensor.bitcast"})
-#: payload ops of a generic that only converts each element (IREE clones such generics into
-#: every consumer's dispatch, like views)
+#: payload ops of a generic that only converts or copies each element (IREE clones such
+#: generics into every consumer's dispatch, like views; a transpose or broadcast counts too)
 _CASTS = frozenset({"arith.extf", "arith.truncf", "arith.extsi", "arith.extui", "arith.trunci", "arith.sitofp",
                     "arith.uitofp", "arith.fptosi", "arith.fptoui", "arith.bitcast", "linalg.yield"})
 
@@ -286,6 +286,9 @@ def _apply(ir: Any, module: Any, name: str) -> tuple[Plan, str] | None:
                     why = f"the old value is read after the update ({body.ops[r].name})"
                 elif not body.is_ancestor(r, w) and not _transparent(body.ops[r]):
                     wait.add(r)  # (a view or cast is waited for through its users)
+            mute = [r for r in sorted(wait) if not any(_scalar_of(str(v.type)) for v in body.ops[r].results)]
+            if why is None and mute:  # (nothing of it could be read to wait for it)
+                why = f"the old value is read by an op with no int or float tensor result ({body.ops[mute[0]].name})"
             through: list[tuple[int, Any]] = []
             if why is None and wait:
                 # one operand of the update's kernel, computed by a kernel of its own, is made
