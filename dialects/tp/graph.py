@@ -75,10 +75,10 @@ class Graph:
     nodes: list[Node] = field(default_factory=list)
     outputs: list[Value] = field(default_factory=list)
     #: output position -> input position: the output is the new value of a tensor the input
-    #: holds (a parameter or an optimizer's state that a compiled step updates), and the
-    #: caller gives that input up, so a backend may write the output into the input's buffer
-    #: (in place). Emitted as the function's ``tp.donated`` attribute; backends that cannot
-    #: update in place ignore it.
+    #: holds (a parameter or an optimizer's state that a compiled step updates). The IREE
+    #: backends write such an output into the input's buffer when a call gives that buffer up
+    #: (``runtime.storage.Donated``); other backends ignore it. Emitted as the function's
+    #: ``tp.donated`` attribute.
     donated: dict[int, int] = field(default_factory=dict)
 
     def add_input(self, ttype: TensorType, name: str | None = None) -> Value:
