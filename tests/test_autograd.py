@@ -522,3 +522,60 @@ def test_a_custom_function_sees_none_for_unused_outputs_when_it_does_not_materia
         a.sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
     assert seen[0] is not None and not np.any(seen[0].numpy()) and seen[1] is None
+
+
+# --- in-place activations -----------------------------------------------------------------------
+
+_INPLACE_ACTIVATIONS = ["relu", "silu", "leaky_relu", "hardtanh", "relu6", "elu", "celu", "selu",
+                        "hardsigmoid", "hardswish", "mish", "threshold"]
+
+
+def _inplace_activation(lib, name, h):
+    F = lib.nn.functional
+    if name == "threshold":
+        return F.threshold(h, 0.5, -2.0, inplace=True)
+    return getattr(F, name)(h, inplace=True)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", _INPLACE_ACTIVATIONS)
+def test_in_place_activations_on_a_tracked_tensor_give_torch_gradients(name):
+    # each F.<act>(h, inplace=True) on a non-leaf returns h itself, changed, and the gradient
+    # reaching the leaf through it is PyTorch's; x spans both sides of every activation's kinks
+    import torch
+
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    xn = rng.standard_normal((4, 6)) * 3
+    wn = rng.standard_normal((4, 6))
+    grads, values = [], []
+    for lib in (tp, torch):
+        x = lib.tensor(xn, requires_grad=True)
+        h = x * 1.5
+        y = _inplace_activation(lib, name, h)
+        assert y is h
+        (y * lib.tensor(wn)).sum().backward()
+        grads.append(x.grad.numpy())
+        values.append(h.detach().numpy())
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-15, atol=0)
+    # PyTorch's CPU hardsigmoid backward multiplies by 1.0f / 6.0f, a float32 constant, also in
+    # float64 (3e-8 relative to 1/6); ours divides by 6 in the tensor's dtype
+    rtol = 5e-8 if name == "hardsigmoid" else 1e-15
+    np.testing.assert_allclose(grads[0], grads[1], rtol=rtol, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", ["silu", "elu", "relu"])
+def test_in_place_activations_compiled_give_eager_gradients(name):
+    # the same in-place call inside a compiled forward: the gradient of the compiled graph
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
+    xn = rng.standard_normal((4, 6)).astype(np.float32) * 3
+
+    def f(x):
+        h = x * 1.5
+        return _inplace_activation(tp, name, h) * 2
+
+    grads = []
+    for fn in (f, tp.compile(f, backend="eager")):
+        x = tp.tensor(xn, requires_grad=True)
+        fn(x).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])

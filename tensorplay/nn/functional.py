@@ -52,6 +52,15 @@ def _inplace(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
     return input._assign(out) if inplace else out
 
 
+def _operand(input: Tensor, op: str, inplace: bool) -> Tensor:
+    """The tensor an activation composed of several ops computes from: for an in-place call on
+    a tensor autograd tracks, a clone, so the inner ops' saved operands are not the tensor the
+    result is written into (PyTorch's single-kernel ``elu_`` has no such inner ops, and its
+    gradient works; without the clone the rules of the inner ops would see it changed)."""
+    x = _t(input, op)
+    return E.clone(x) if inplace and tracking(x) else x
+
+
 def _opmath(x: Tensor) -> Tensor:
     """``x`` in the dtype its arithmetic runs in (``DType.computes_in``: float32 for half
     types, rounded once at the end, as PyTorch's CPU kernels do)."""
@@ -112,14 +121,14 @@ def _rounded(input: Tensor, out: Tensor) -> Tensor:
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
-    x = _t(input, "elu")
+    x = _operand(input, "elu", inplace)
     y = _opmath(x)
     out = E.where(E.gt(y, 0), y, E.mul(E.expm1(E.clamp(y, None, 0.0)), alpha))
     return _inplace(input, _rounded(x, out), inplace)
 
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    x = _t(input, "celu")
+    x = _operand(input, "celu", inplace)
     y = _opmath(x)
     neg = E.mul(E.expm1(E.div(E.clamp(y, None, 0.0), alpha)), alpha)
     return _inplace(input, _rounded(x, E.where(E.gt(y, 0), y, neg)), inplace)
@@ -130,7 +139,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
-    x = _t(input, "selu")
+    x = _operand(input, "selu", inplace)
     out = _rounded(x, E.mul(elu(_opmath(x), _SELU_ALPHA), _SELU_SCALE))
     return _inplace(input, out, inplace)
 
