@@ -13,9 +13,6 @@ from tests.opinfo import ErrorCase, OpInfo, Sample, make_arg
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 #: looser bounds for ops that chain several roundings in half precision
-_HALF_TOL = {tp.float16: (1e-2, 1e-2), tp.bfloat16: (5e-2, 5e-2)}
-
-
 def _f(a):
     return np.asarray(a, dtype=np.float64)
 
@@ -384,7 +381,7 @@ def _act_samples(rng, d):
 
 
 def _act(name, fn, ref, **kw):
-    return OpInfo(name, fn, ref, kw.pop("samples", _act_samples), tol=kw.pop("tol", _HALF_TOL), **kw)
+    return OpInfo(name, fn, ref, kw.pop("samples", _act_samples), **kw)
 
 
 _SELU_A, _SELU_S = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -396,8 +393,7 @@ def _elu_ref(x, alpha=1.0):
 
 
 OPS = [
-    OpInfo("nn_linear", lambda lib, x, w, b: F(lib).linear(x, w, b), _linear_ref, _linear_samples,
-           tol=_HALF_TOL),
+    OpInfo("nn_linear", lambda lib, x, w, b: F(lib).linear(x, w, b), _linear_ref, _linear_samples),
     OpInfo("nn_embedding", lambda lib, i, w, **kw: F(lib).embedding(i, w, **kw), _embedding_ref,
            _embedding_samples),
     OpInfo("nn_one_hot", lambda lib, x, **kw: F(lib).one_hot(x, **kw), _one_hot_ref, _one_hot_samples,
@@ -408,37 +404,36 @@ OPS = [
            lambda x: np.bool_(True), lambda rng, d: [Sample((make_arg(rng, (50, 8), d),))]),
     OpInfo("nn_sdpa", lambda lib, q, k, v, *mask, **kw: F(lib).scaled_dot_product_attention(
         q, k, v, *mask, **kw),
-           _sdpa_ref, _sdpa_samples, tol=_HALF_TOL),
+           _sdpa_ref, _sdpa_samples),
+    # float16: the summed loss is rounded to float16 once; its error against the float64
+    # expectation measured 1.033e-3 beyond the default rtol (one ulp of 0.0078 at 2.0)
     OpInfo("nn_cross_entropy", lambda lib, x, t, *w, **kw: F(lib).cross_entropy(x, t, *w, **kw),
-           _ce_ref, _ce_samples, tol=_HALF_TOL),
+           _ce_ref, _ce_samples, tol={tp.float16: (1e-3, 1.1e-3)}),
     OpInfo("nn_nll_loss", lambda lib, x, t, *w, **kw: F(lib).nll_loss(x, t, *w, **kw), _nll_ref,
-           _nll_samples, tol=_HALF_TOL),
+           _nll_samples),
     OpInfo("nn_mse_loss", lambda lib, x, y, **kw: F(lib).mse_loss(x, y, **kw),
-           lambda x, y, reduction: _reduce((_f(x) - _f(y)) ** 2, reduction), _pair_samples(),
-           tol=_HALF_TOL),
+           lambda x, y, reduction: _reduce((_f(x) - _f(y)) ** 2, reduction), _pair_samples()),
     OpInfo("nn_l1_loss", lambda lib, x, y, **kw: F(lib).l1_loss(x, y, **kw),
-           lambda x, y, reduction: _reduce(np.abs(_f(x) - _f(y)), reduction), _pair_samples(),
-           tol=_HALF_TOL),
+           lambda x, y, reduction: _reduce(np.abs(_f(x) - _f(y)), reduction), _pair_samples()),
     OpInfo("nn_smooth_l1_loss", lambda lib, x, y, **kw: F(lib).smooth_l1_loss(x, y, **kw),
-           _smooth_l1_ref, _pair_samples(kwargs=({}, {"beta": 0.5})), tol=_HALF_TOL),
+           _smooth_l1_ref, _pair_samples(kwargs=({}, {"beta": 0.5}))),
     OpInfo("nn_huber_loss", lambda lib, x, y, **kw: F(lib).huber_loss(x, y, **kw), _huber_ref,
-           _pair_samples(kwargs=({}, {"delta": 2.0})), tol=_HALF_TOL),
+           _pair_samples(kwargs=({}, {"delta": 2.0}))),
     OpInfo("nn_binary_cross_entropy", lambda lib, p, t, **kw: F(lib).binary_cross_entropy(p, t, **kw),
-           _bce_ref, _pair_samples(low=0.02, high=0.98, target_low=0, target_high=1), tol=_HALF_TOL),
+           _bce_ref, _pair_samples(low=0.02, high=0.98, target_low=0, target_high=1)),
     OpInfo("nn_bce_with_logits",
            lambda lib, x, t, **kw: F(lib).binary_cross_entropy_with_logits(x, t, **kw),
-           _bce_logits_ref, _pair_samples(target_low=0, target_high=1), tol=_HALF_TOL),
+           _bce_logits_ref, _pair_samples(target_low=0, target_high=1)),
     OpInfo("nn_bce_with_logits_pos_weight",
            lambda lib, x, t, pw: F(lib).binary_cross_entropy_with_logits(x, t, pos_weight=pw),
            lambda x, t, pw: _bce_logits_ref(x, t, pos_weight=pw),
            lambda rng, d: [Sample((make_arg(rng, (3, 4), d), make_arg(rng, (3, 4), d, low=0, high=1),
-                                   make_arg(rng, (4,), d, low=0.5, high=3)))], tol=_HALF_TOL),
-    OpInfo("nn_kl_div", lambda lib, x, t, **kw: F(lib).kl_div(x, t, **kw), _kl_ref, _kl_samples,
-           tol=_HALF_TOL),
+                                   make_arg(rng, (4,), d, low=0.5, high=3)))]),
+    OpInfo("nn_kl_div", lambda lib, x, t, **kw: F(lib).kl_div(x, t, **kw), _kl_ref, _kl_samples),
     OpInfo("nn_group_norm", lambda lib, x, g, *wb, **kw: F(lib).group_norm(x, g, *wb, **kw),
-           _group_norm_ref, _group_norm_samples, tol=_HALF_TOL),
+           _group_norm_ref, _group_norm_samples),
     OpInfo("nn_batch_norm", lambda lib, x, m, v, *wb, **kw: F(lib).batch_norm(x, m, v, *wb, **kw),
-           _batch_norm_ref, _batch_norm_samples, tol=_HALF_TOL),
+           _batch_norm_ref, _batch_norm_samples),
     OpInfo("nn_batch_norm_running_stats", _batch_norm_updates_running_stats, _batch_norm_stats_ref,
            lambda rng, d: [Sample((make_arg(rng, (4, 3, 2), d), make_arg(rng, (3,), d),
                                    make_arg(rng, (3,), d, low=0.5, high=2)))],
@@ -446,22 +441,18 @@ OPS = [
     OpInfo("nn_rms_norm", lambda lib, x, s, *w, **kw: F(lib).rms_norm(x, s, *w, **kw), _rms_norm_ref,
            lambda rng, d: [Sample((make_arg(rng, (2, 3, 4), d), (4,), make_arg(rng, (4,), d)),
                                   {"eps": 1e-5}, desc="weight"),
-                           Sample((make_arg(rng, (2, 3, 4), d), (3, 4)), {"eps": 1e-3}, desc="2 dims")],
-           tol=_HALF_TOL),
+                           Sample((make_arg(rng, (2, 3, 4), d), (3, 4)), {"eps": 1e-3}, desc="2 dims")]),
     OpInfo("nn_normalize", lambda lib, x, **kw: F(lib).normalize(x, **kw), _normalize_ref,
            lambda rng, d: [Sample((make_arg(rng, (3, 4), d),), desc="p=2 dim 1"),
                            Sample((make_arg(rng, (3, 4), d),), {"p": 1.0, "dim": 0}, desc="p=1 dim 0"),
                            Sample((make_arg(rng, (2, 3), d),), {"p": math.inf, "dim": -1}, desc="inf"),
-                           Sample((np.zeros((2, 3), d.np_dtype),), desc="zeros stay zero")],
-           tol=_HALF_TOL),
+                           Sample((np.zeros((2, 3), d.np_dtype),), desc="zeros stay zero")]),
     OpInfo("nn_softmax_implicit_dim", lambda lib, x: F(lib).softmax(x, dim=None),
            lambda x: _softmax(x, 0 if np.ndim(x) in (0, 1, 3) else 1),
            lambda rng, d: [Sample((make_arg(rng, (3, 4), d),), desc="2-d uses dim 1"),
-                           Sample((make_arg(rng, (2, 3, 4), d),), desc="3-d uses dim 0")],
-           tol=_HALF_TOL),
+                           Sample((make_arg(rng, (2, 3, 4), d),), desc="3-d uses dim 0")]),
     OpInfo("nn_log_softmax", lambda lib, x: F(lib).log_softmax(x, dim=1),
-           lambda x: _log_softmax(x, 1), lambda rng, d: [Sample((make_arg(rng, (3, 4), d),))],
-           tol=_HALF_TOL),
+           lambda x: _log_softmax(x, 1), lambda rng, d: [Sample((make_arg(rng, (3, 4), d),))]),
     _act("nn_elu", lambda lib, x: F(lib).elu(x, alpha=0.7), lambda x: _elu_ref(x, 0.7)),
     _act("nn_selu", lambda lib, x: F(lib).selu(x), lambda x: _SELU_S * _elu_ref(x, _SELU_A)),
     _act("nn_celu", lambda lib, x: F(lib).celu(x, alpha=2.0),
