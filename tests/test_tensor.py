@@ -20,6 +20,21 @@ def test_tensor_infers_dtype_like_pytorch():
     assert tp.tensor([[1, 2], [3, 4]], dtype=tp.float16).dtype is tp.float16
 
 
+def test_python_numbers_given_a_dtype_are_rounded_once_to_it():
+    # (they were rounded to float32 first: tensor(0.1, dtype=float64) held 0.10000000149011612)
+    torch = pytest.importorskip("torch")
+    for value in (0.1, 0.3, 1e-8, [0.1, 2.0 / 3.0], 1.1):
+        for ours, theirs in ((tp.float64, torch.float64), (tp.float16, torch.float16), (tp.float32, torch.float32)):
+            want = torch.tensor(value, dtype=theirs).numpy()
+            for make in (tp.tensor, tp.as_tensor):
+                got = make(value, dtype=ours).numpy()
+                assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), (value, ours, make)
+    assert tp.tensor(0.1, dtype=tp.float64).item() == 0.1
+    assert tp.tensor(2**53 + 1, dtype=tp.int64).item() == 2**53 + 1
+    assert tp.tensor([1.7, -2.5], dtype=tp.int32).tolist() == [1, -2]
+    assert tp.tensor(0.1).dtype is tp.float32 and tp.tensor(0.1).item() == np.float32(0.1)
+
+
 def test_tensor_copies_but_from_numpy_shares_memory():
     a = np.arange(4.0)
     t = tp.tensor(a)

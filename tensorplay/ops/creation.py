@@ -46,8 +46,11 @@ def _finish(t: Tensor, requires_grad: bool, device: Any = None) -> Tensor:
     return t
 
 
-def _data_array(data: Any, op: str) -> np.ndarray:
-    """``data`` as a numpy array with PyTorch's dtype inference for Python data."""
+def _data_array(data: Any, op: str, typed: bool = False) -> np.ndarray:
+    """``data`` as a numpy array with PyTorch's dtype inference for Python data. ``typed``:
+    the caller converts to a dtype it was given, so Python numbers stay as numpy reads them
+    (float64, int64) and are rounded once, to that dtype (``tensor(0.1, dtype=float64)``
+    is the double nearest 0.1, as in PyTorch, not 0.1 rounded to float32 first)."""
     if isinstance(data, Tensor):
         return data._concrete(f"tp.{op}(tensor)")  # a device tensor's values come to the host
     if isinstance(data, (np.ndarray, np.generic)):
@@ -59,6 +62,8 @@ def _data_array(data: Any, op: str) -> np.ndarray:
     if array.dtype == object:
         raise TypeError(f"{op}(): could not infer a dtype for data of type {type(data).__name__}; "
                         f"expected nested sequences of numbers of equal lengths")
+    if typed and array.dtype.kind in "fiu":
+        return array
     if array.dtype.kind == "f":
         return array.astype(dt.get_default_dtype().np_dtype)
     if array.dtype.kind in "iu":
@@ -77,7 +82,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
     tensorplay.int64
     """
     _check_device("tensor", device)
-    array = _data_array(data, "tensor")
+    array = _data_array(data, "tensor", typed=dtype is not None)
     if dtype is not None:
         array = _convert(array, dt.as_dtype(dtype))
     elif array.dtype not in (d.np_dtype for d in dt.ALL_DTYPES):
@@ -102,7 +107,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     if isinstance(data, Tensor):
         data = placed(data, device)
         return data if dtype is None else data.to(dtype)
-    array = _data_array(data, "as_tensor")
+    array = _data_array(data, "as_tensor", typed=dtype is not None)
     if dtype is not None:
         array = _convert(array, dt.as_dtype(dtype))
     dt.from_numpy_dtype(array.dtype)
