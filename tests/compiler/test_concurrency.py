@@ -1,6 +1,8 @@
 """Compiled callables called from several threads at once: every thread gets eager's result
 for its own inputs, and the graph is captured and compiled once, with a counting backend and
-with the real iree-cpu backend. An exported module's entry point is shared by threads too.
+with the real iree-cpu backend. An exported module's entry point is shared by threads too. A
+capture affects its own thread only: a module runs eagerly in one thread while another captures
+it, and two threads capture two functions of one module at once.
 (Two processes compiling the same graph: tests/compiler/test_backends_cache.py.)"""
 
 from __future__ import annotations
@@ -147,3 +149,112 @@ def test_an_exported_module_serves_threads(tmp_path):
     for i, calls in run_in_threads(work).items():
         for x, got in calls:
             np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5, err_msg=f"thread {i}")
+
+
+# -- a capture affects its own thread only ---------------------------------------------------
+
+EAGER_CALLS = 5
+
+
+def test_eager_module_runs_while_another_thread_captures_it():
+    """The capture borrows the module's parameters (they stand for graph values in its thread)
+    while the other thread runs the module eagerly in a loop: the capture waits, inside the
+    traced function, until the other thread has made EAGER_CALLS eager calls during it."""
+    model = mlp()
+    x = inputs(0, 0, (3, 8))[0]
+    want = model(x).detach().numpy()
+    capturing, ran, stop = threading.Event(), threading.Event(), threading.Event()
+    eager_results: list = []
+    failures: list[BaseException] = []
+
+    def eager_loop():
+        try:
+            assert capturing.wait(60)
+            while not stop.is_set():
+                eager_results.append(model(x).detach().numpy())
+                if len(eager_results) >= EAGER_CALLS:
+                    ran.set()
+        except BaseException as exc:  # noqa: BLE001 - reported after join
+            failures.append(exc)
+            ran.set()
+
+    def overlap():  # plain Python inside the trace: the parameters are borrowed now
+        capturing.set()
+        assert ran.wait(60)
+
+    def step(x):
+        y = model(x)
+        overlap()
+        return model(x * 2) + y
+
+    counting = CountingBackend()
+    compiled = tp.compile(step, backend=counting, fullgraph=True)
+    other = threading.Thread(target=eager_loop)
+    other.start()
+    try:
+        got = compiled(x).detach().numpy()
+    finally:
+        stop.set()
+        other.join()
+    if failures:
+        raise failures[0]
+    assert len(eager_results) >= EAGER_CALLS
+    for r in eager_results:
+        np.testing.assert_allclose(r, want, rtol=1e-6, atol=1e-6)
+    expected = model(x * 2).detach().numpy() + want
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert counting.count == 1
+    np.testing.assert_allclose(compiled(x).detach().numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert counting.count == 1 and compiled.cache_info()["entries"] == 1
+    for p in model.parameters():  # nothing of the capture is left on the shared tensors
+        assert p._data is not None and p._capture is None
+
+
+def test_two_threads_capture_two_functions_of_one_module_at_once():
+    """Two compiled functions using the same module are captured at the same moment, each in
+    its own thread, both borrowing its parameters: each trace waits inside until the other
+    has begun, so the two captures overlap."""
+    model = mlp()
+    x = inputs(0, 0, (4, 8))[0]
+    barrier = threading.Barrier(2, timeout=60)
+
+    def meet():
+        barrier.wait()
+
+    def first(x):
+        y = model(x).relu()
+        meet()
+        return y.sum(dim=1)
+
+    def second(x):
+        y = model(x + 1)
+        meet()
+        return y * y
+
+    backends = CountingBackend(), CountingBackend()
+    compiled = [tp.compile(first, backend=backends[0], fullgraph=True),
+                tp.compile(second, backend=backends[1], fullgraph=True)]
+    results: dict[int, np.ndarray] = {}
+    failures: list[BaseException] = []
+
+    def body(i):
+        try:
+            results[i] = compiled[i](x).detach().numpy()
+        except BaseException as exc:  # noqa: BLE001 - reported after join
+            failures.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    y = model(x)
+    np.testing.assert_allclose(results[0], y.relu().sum(dim=1).detach().numpy(), rtol=1e-6, atol=1e-6)
+    z = model(x + 1)
+    np.testing.assert_allclose(results[1], (z * z).detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert [b.count for b in backends] == [1, 1]
+    for p in model.parameters():
+        assert p._data is not None and p._capture is None

@@ -31,6 +31,7 @@ import numpy as np
 import sympy
 
 from ... import _dispatch
+from ..._thread_views import close_view, open_view
 from ..._grad_mode import is_grad_enabled
 from ..._tensor import Tensor
 from ...dialects.tp import dtypes as dt
@@ -761,28 +762,23 @@ class Capture:
             binding = self._bindings[value.index]
         borrow = _Borrow(tensor, tensor._data, value, binding)
         self._borrowed[id(tensor)] = borrow
-        device = tensor.device
-        tensor._type = ttype
-        tensor._data = None
-        tensor._capture = _Ref(self, self.graph, value, device)
+        # this thread only: another one running the same module eagerly still sees the data
+        open_view(tensor, _data=None, _type=ttype, _capture=_Ref(self, self.graph, value, tensor.device))
         return borrow
 
     def _restore_borrowed(self) -> None:
         for b in self._borrowed.values():
-            b.tensor._data = b.data
-            b.tensor._capture = None
-            b.tensor._type = None
+            close_view(b.tensor)
         self._borrowed.clear()
 
     def _convert(self, tensor: Tensor, value: Value) -> None:
         """Lazy mode: a concrete tensor updated in place becomes a capture tensor until the
         next flush makes it concrete again (with the new value)."""
         self._converted.append((tensor, tensor._data))
-        tensor._type = tensor._tensor_type()
+        ttype = tensor._tensor_type()
         if tensor._sym is not None:
             tensor._sym = None
-        tensor._data = None
-        tensor._capture = _Ref(self, self.graph, value)
+        open_view(tensor, _data=None, _type=ttype, _capture=_Ref(self, self.graph, value))
         self._live.append(weakref.ref(tensor))
 
     # -- segments ----------------------------------------------------------------------------
@@ -855,6 +851,8 @@ class Capture:
         # Borrowed tensors get their (possibly updated) values back; the session goes lazy.
         kept = [(b.tensor, b.input.type) for b in self._borrowed.values() if not b.input.type.has_static_shape]
         self._restore_borrowed()
+        for t, _ in self._converted:  # their new values (below) are for every thread to see
+            close_view(t)
         for t, ttype in kept:
             self._mark_symbolic(t, substitute_type(ttype, settle))
         for t, v in pending:
@@ -1004,10 +1002,8 @@ class Capture:
         """Undo borrowing and conversions after an exception."""
         self._clear_symbolic()
         self._restore_borrowed()
-        for t, data in self._converted:
-            t._data = data
-            t._capture = None
-            t._type = None
+        for t, _ in self._converted:
+            close_view(t)
         self._converted.clear()
         for wr in self._live:
             t = wr()
