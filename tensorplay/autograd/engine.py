@@ -25,7 +25,7 @@ from typing import Any
 from .._grad_mode import no_grad, set_grad_enabled
 
 __all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
-           "fit_gradient", "add_gradients", "edge_of"]
+           "fit_gradient", "add_gradients", "edge_of", "zero_grads"]
 
 _FREED = ("Trying to backward through the graph a second time (or directly access saved tensors after they "
           "have already been freed). Saved intermediate values of the graph are freed when you call "

@@ -333,6 +333,10 @@ class Capture:
         self._size_sources: dict[Any, weakref.ref] = {}
         #: tensors whose .grad a backward() inside the trace set (replayed on every call)
         self._grad_targets: dict[int, Tensor] = {}
+        #: first touches of a .grad whose guard depends on what comes next (see zero_grad)
+        self._grad_pending: dict[int, tuple] = {}
+        #: tensors whose .grad library code read before the trace set it (guarded as found)
+        self._grad_read: set[int] = set()
         self._new_graph()
 
     # -- public contract ------------------------------------------------------------------
@@ -473,28 +477,123 @@ class Capture:
             if gv is None:
                 continue
             t = sources[graph.inputs[i]]
-            new = self._wrap_results([seeds.get(gv, gv)], graph)
-            if self.track_grad(t) and t.grad is not None and t.grad._data is not None:
-                t.grad = self.input_from(lambda t=t: t.grad, "a parameter's .grad")
-            t.grad = new if t.grad is None else t.grad + new
+            self._accumulate_grad(t, self._wrap_results([seeds.get(gv, gv)], graph))
         return True
 
-    def track_grad(self, t: Tensor, cleared: bool = False) -> bool:
-        """Library code of the trace is about to set ``t.grad`` (a backward, ``zero_grad``):
-        the ``.grad`` left at the end is set again on every call, and a guard keeps what the
-        trace found there (None, or a tensor of that shape), unless ``cleared`` (set to None
-        before anything read it). True the first time for ``t``."""
-        if self.mode != TRACE or id(t) in self._grad_targets:
+    # .grad of the tensors library code of the trace sets (a backward, zero_grad). The .grad left
+    # at the end is set again on every call, and guards keep what the program relies on of the
+    # .grad a call finds. None and a tensor of the parameter's own shape, dtype and device differ
+    # only where something reads the difference: a backward gives the same values either way
+    # (None: its gradient; a tensor G: G + its gradient, read as an input, zeros while None), and
+    # zero_grad(set_to_none=False) leaves None or zeros. So a parameter whose .grad the trace's
+    # first touch is a backward, or a zero_grad(set_to_none=False) that a backward follows before
+    # library code looks at it (an optimizer step, clip_grad_norm_: ``note_grad_read``), is guarded
+    # by "None or such a tensor": the step compiles once whether a call finds the gradients of the
+    # previous step or None (the first call, or after zero_grad()). Anything else keeps the exact
+    # state the trace found (None, or a tensor of that shape, dtype and device).
+
+    def zero_grad(self, t: Tensor, set_to_none: bool) -> bool:
+        """``zero_grad()`` of ``t`` inside a trace (False elsewhere: the caller clears it
+        eagerly). ``set_to_none`` as the first touch needs no guard: nothing read the old
+        ``.grad``."""
+        if self.mode != TRACE:
             return False
+        first = id(t) not in self._grad_targets
         self._grad_targets[id(t)] = t
-        if cleared:
+        g = t.grad
+        if set_to_none:
+            t.grad = None
+            if self._grad_pending.get(id(t), ("",))[0] == "zeroed":
+                self._settle_grad(t, relaxed=True)  # None either way now
             return True
-        had = t.grad is not None
-        self.add_guard("the .grad of each tensor a compiled backward() or zero_grad() sets is as it was "
-                       "(None, or a tensor of the same shape)",
-                       lambda t=t, had=had, meta=_meta(t.grad): (t.grad is not None) == had
-                       and (not had or _meta(t.grad) == meta))
+        if first:
+            self._grad_pending[id(t)] = ("zeroed", _meta(g))
+        if g is not None:
+            from ..._grad_mode import no_grad
+            from ...ops import creation
+
+            with no_grad():  # zeros made in the graph: the old values are not read
+                t.grad = creation.zeros(*g.shape, dtype=g.dtype, device=g.device)
         return True
+
+    def note_grad_read(self, t: Tensor, guarded: bool = False) -> None:
+        """Library code of the trace reads ``t.grad`` (whether it is None, its values): a
+        guard keeps what it found at the call's start (``guarded``: the caller's own guard
+        does), unless a backward or zero_grad of the trace set it before (then that one's
+        guard covers it)."""
+        if self.mode != TRACE:
+            return
+        if id(t) in self._grad_targets:
+            if self._grad_pending.get(id(t), ("",))[0] == "zeroed":
+                self._settle_grad(t, relaxed=False)
+            return
+        if not guarded and id(t) not in self._grad_read:
+            self._grad_read.add(id(t))
+            self._guard_grad(t, _meta(t.grad))
+
+    def _accumulate_grad(self, t: Tensor, new: Tensor) -> None:
+        """A backward of the trace adds ``new`` to ``t.grad``."""
+        key = id(t)
+        first = key not in self._grad_targets
+        self._grad_targets[key] = t
+        g = t.grad
+        if not first:
+            if self._grad_pending.get(key, ("",))[0] == "zeroed":
+                self._settle_grad(t, relaxed=True)
+            t.grad = new if g is None else g + new
+            return
+        if g is not None and (g._data is None or _meta(g) != _meta(t)):
+            self._guard_grad(t, _meta(g))  # (a .grad the function set itself, or of another shape)
+            if g._data is not None:
+                g = self.input_from(lambda t=t: t.grad, "a parameter's .grad")
+            t.grad = g + new
+            return
+        if g is None and (new.dtype != t.dtype or tuple(new.shape) != tuple(t.shape)):
+            self._guard_grad(t, None)
+            t.grad = new
+            return
+        held = self.input_from(lambda t=t: _grad_or_zeros(t), "a parameter's .grad")
+        total = held + new
+        t.grad = total
+        if g is not None:
+            self._guard_grad(t, _meta(t), relaxed=True)
+        else:  # settled at the end: if the call leaves None there, nothing is read
+            self._grad_pending[key] = ("added", self.value_of(total).node)
+
+    def _settle_grad(self, t: Tensor, relaxed: bool) -> None:
+        """The guard of a pending first touch of ``t.grad`` (see above)."""
+        pending = self._grad_pending.pop(id(t), None)
+        if pending is None:
+            return
+        meta = pending[1] if pending[0] == "zeroed" else None
+        if relaxed and meta in (None, _meta(t)):
+            self._guard_grad(t, _meta(t), relaxed=True)
+        else:
+            self._guard_grad(t, meta)
+
+    def _settle_grads(self) -> None:
+        """At the end of a trace: a backward's sum with the .grad found is kept where the call
+        leaves a tensor in .grad (the next call finds one to add to), and is the backward's
+        gradient alone where it leaves None (then the .grad found must be None)."""
+        for key, pending in list(self._grad_pending.items()):
+            t = self._grad_targets[key]
+            if pending[0] == "added" and t.grad is None:
+                del self._grad_pending[key]
+                node = pending[1]
+                node.op, node.inputs, node.attrs = "tp.cast", (node.inputs[1],), {"dtype": node.results[0].type.dtype}
+                self._guard_grad(t, None)
+            else:
+                self._settle_grad(t, relaxed=pending[0] == "added")
+
+    def _guard_grad(self, t: Tensor, meta: tuple | None, relaxed: bool = False) -> None:
+        if relaxed:
+            self.add_guard("the .grad of each tensor a compiled backward() adds to (or zero_grad() zeroes "
+                           "before a backward()) is None or of the tensor's shape, dtype and device",
+                           lambda t=t, meta=meta: t.grad is None or _meta(t.grad) == meta)
+        else:
+            self.add_guard("the .grad of each tensor a compiled backward() or zero_grad() sets is as it was "
+                           "(None, or a tensor of the same shape)",
+                           lambda t=t, meta=meta: _meta(t.grad) == meta)
 
     # -- dispatch handler protocol -----------------------------------------------------------
     def __call__(self, op: Op, operands: tuple[Any, ...], attrs: dict[str, Any],
@@ -1125,6 +1224,7 @@ class Capture:
         del out_leaves, leaf
         mutated = [(b.binding, b.tensor._capture.value) for b in self._borrowed.values()
                    if b.tensor._capture.value is not b.input]
+        self._settle_grads()
         grad_finals: list[tuple[Tensor, Value | None]] = []
         for t in self._grad_targets.values():
             g = t.grad
@@ -1299,6 +1399,16 @@ class _Dead:
 
 def _meta(t: Any) -> tuple | None:
     return None if t is None else (tuple(t.shape), t.dtype, str(t.device))
+
+
+def _grad_or_zeros(t: Tensor) -> Tensor:
+    """``t.grad``, or zeros of ``t``'s type while it is None (what a backward adds to)."""
+    if t.grad is not None:
+        return t.grad
+    from ...ops import creation
+
+    with suspended():
+        return creation.zeros(*t.shape, dtype=t.dtype, device=t.device)
 
 
 def _describe(t: Tensor) -> str:
