@@ -73,23 +73,9 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear every parameter's gradient (to None by default, as PyTorch)."""
-        from .. import _dispatch
+        from ..autograd.engine import zero_grads
 
-        handler = _dispatch.current_handler()
-        track = getattr(handler, "track_grad", None)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if track is not None:  # (a compiled function: the change is replayed every call)
-                    if track(p, set_to_none) and p.grad is not None and p.grad._data is not None \
-                            and not set_to_none:
-                        p.grad = handler.input_from(lambda p=p: p.grad, "a parameter's .grad")
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with no_grad():
-                        p.grad = p.grad.detach().zero_()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         loss = None
@@ -175,6 +161,9 @@ class StepValues:
         from ..compiler.capture.session import suspended
 
         opt = self.opt
+        for group in opt.param_groups:
+            for p in group["params"]:  # (which have gradients: the guard below keeps it)
+                self.capture.note_grad_read(p, guarded=True)
         with suspended():  # real tensors: state that every later call reads and updates
             for group in opt.param_groups:
                 for p in group["params"]:

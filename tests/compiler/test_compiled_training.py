@@ -116,6 +116,16 @@ def test_a_weight_gradient_over_batched_inputs_equals_eager(lhs, dynamic):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_backward_from_several_results_of_one_compiled_call_reaches_every_input():
+    # the results share one CompiledFunctionBackward: autograd.backward over all of them gave
+    # no gradient at all
+    x, y = tp.tensor([1.0, 2.0], requires_grad=True), tp.tensor([3.0], requires_grad=True)
+    a, b = tp.compile(lambda x, y: (x * 2, (y * 3).exp()))(x, y)
+    tp.autograd.backward([a, b], [tp.ones(2), tp.ones(1)])
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_allclose(y.grad.numpy(), 3 * np.exp([9.0]), rtol=1e-5)
+
+
 def test_gradients_match_pytorch_for_the_import_swap_models():
     torch = pytest.importorskip("torch")
     from tests.test_import_swap import SOURCE, SWAPPED, _load
@@ -420,3 +430,110 @@ def test_explain_reports_the_backward_and_its_saved_bytes():
         assert tp.compiler.explain(net, x).backward == []
     (text,) = tp.compiler.explain(tp.compile(net, options={"partitioner": "save_all"}), x).backward
     assert "(save_all;" in text
+
+
+def _step_net():
+    tp.manual_seed(0)
+    return tp.nn.Sequential(tp.nn.Linear(6, 16), tp.nn.Tanh(), tp.nn.Linear(16, 3))
+
+
+def _run_ordered(order, zero, set_to_none, compiled, steps=4, between=None):
+    """``steps`` calls of a training step doing, in ``order``: z zero_grad (the module's or
+    the optimizer's), f forward and loss, b backward, c clip_grad_norm_, s opt.step(); the
+    parameters and .grad after each call (``between(i, net)`` runs before call i)."""
+    net = _step_net()
+    opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
+    clear = net.zero_grad if zero == "module" else opt.zero_grad
+
+    def train_step(x, y):
+        loss = None
+        for what in order:
+            if what == "z":
+                clear(set_to_none=set_to_none)
+            elif what == "f":
+                loss = F.cross_entropy(net(x), y)
+            elif what == "b":
+                loss.backward()
+            elif what == "c":
+                tp.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+            elif what == "s":
+                opt.step()
+        return loss
+
+    run = tp.compile(train_step) if compiled else train_step
+    rng = np.random.default_rng(2)
+    seen = []
+    for i in range(steps):
+        if between is not None:
+            between(i, net)
+        x = tp.tensor(rng.standard_normal((10, 6)).astype(np.float32))
+        y = tp.tensor(rng.integers(0, 3, 10))
+        loss = float(run(x, y))
+        seen.append((loss, [p.detach().numpy().copy() for p in net.parameters()],
+                     [None if p.grad is None else p.grad.numpy().copy() for p in net.parameters()]))
+    return seen, run
+
+
+def _same_steps(got, want):
+    # (AdamW in float32: the compiled step's results are 4e-7 from eager's after 4 steps)
+    for (la, pa, ga), (lb, pb, gb) in zip(got, want):
+        np.testing.assert_allclose(la, lb, rtol=1e-5, atol=1e-6)
+        for a, b in zip(pa, pb):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+        for a, b in zip(ga, gb):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+ORDERS = {
+    "zero-forward-backward-clip-step": "zfbcs",  # minGPT's trainer; PyTorch's tutorials
+    "forward-zero-backward-step": "fzbs",
+    "forward-backward-clip-step-zero": "fbcsz",
+    "forward-backward-step-zero": "fbsz",
+}
+
+
+@pytest.mark.parametrize("set_to_none", [True, False], ids=["set_to_none", "zeros"])
+@pytest.mark.parametrize("zero", ["module", "optimizer"])
+@pytest.mark.parametrize("order", list(ORDERS))
+def test_a_training_step_compiles_once_in_every_order_of_zero_grad_backward_and_step(order, zero, set_to_none):
+    # the first call finds .grad None, the later ones what the previous call left (None, the
+    # gradients, or zeros): the guards on .grad accept both where the program gives the same
+    # values for both (it was recompiled on every call after model.zero_grad(set_to_none=True))
+    want, _ = _run_ordered(ORDERS[order], zero, set_to_none, compiled=False)
+    got, run = _run_ordered(ORDERS[order], zero, set_to_none, compiled=True)
+    _same_steps(got, want)
+    assert run.compile_count == 1 and run.cache_info()["graph_entries"] == 1
+    assert run.cache_info()["segmented_entries"] == 0
+
+
+def _set_grads(kind):
+    def between(i, net):
+        if i != 2:
+            return
+        for p in net.parameters():
+            if kind == "none":
+                p.grad = None
+            elif kind == "values":  # gradients accumulated from elsewhere
+                p.grad = tp.full(tuple(p.shape), 0.25)
+            elif kind == "dtype":
+                p.grad = tp.full(tuple(p.shape), 0.25, dtype=tp.float64)
+    return between
+
+
+@pytest.mark.parametrize("order,set_to_none,kind,compiles", [
+    ("fbsz", False, "values", 1),   # the step adds to the .grad it finds, read afresh
+    ("fbsz", False, "none", 1),     # None gives the same values as zeros
+    ("fbsz", True, "values", 2),    # the program assumes None there (it reads no .grad)
+    ("zfbcs", False, "none", 1),    # zero_grad comes first: what it finds is not read
+    ("zfbcs", False, "dtype", 2),   # float64 zeros: the gradient is added to them in float64
+    ("fbcsz", True, "dtype", 2),
+])
+def test_a_grad_changed_between_calls_recompiles_where_the_program_depends_on_it(order, set_to_none, kind,
+                                                                                   compiles):
+    between = _set_grads(kind)
+    want, _ = _run_ordered(order, "optimizer", set_to_none, compiled=False, between=between)
+    got, run = _run_ordered(order, "optimizer", set_to_none, compiled=True, between=between)
+    _same_steps(got, want)
+    assert run.compile_count == compiles

@@ -609,12 +609,9 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients of every parameter (to None by default)."""
-        for p in self.parameters():
-            if p.grad is not None:
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach().zero_()
+        from ...autograd.engine import zero_grads
+
+        zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every submodule (children first) and then on this module."""

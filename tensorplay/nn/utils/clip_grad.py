@@ -13,7 +13,13 @@ __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 def _grads(parameters: Any) -> list[Tensor]:
+    from ... import _dispatch
+
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    note = getattr(_dispatch.current_handler(), "note_grad_read", None)
+    if note is not None:  # a compiled function: which .grad are None is guarded
+        for p in params:
+            note(p)
     return [p for p in params if p.grad is not None]
 
 
