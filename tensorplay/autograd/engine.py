@@ -309,6 +309,25 @@ def add_gradients(a: Any, b: Any) -> Any:
     return a + b
 
 
+def zero_grads(params: Any, set_to_none: bool) -> None:
+    """``zero_grad()`` of a module or an optimizer: each tensor's ``.grad`` to None, or (not
+    ``set_to_none``) a gradient it holds to zeros. Inside a compiled function the capture
+    does it (``Capture.zero_grad``), so that every call clears the gradients again."""
+    from .. import _dispatch
+
+    traced = getattr(_dispatch.current_handler(), "zero_grad", None)
+    for p in params:
+        if traced is not None and traced(p, set_to_none):
+            continue
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            with no_grad():
+                p.grad = p.grad.detach().zero_()
+
+
 def _collect(roots: Sequence[tuple]) -> dict:
     """The number of edges into each node reachable from ``roots``."""
     deps: dict[Any, int] = {}
