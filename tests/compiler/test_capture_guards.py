@@ -3,6 +3,7 @@ is logged), the recompile budget and its sharing between wrappers."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import warnings
 
@@ -247,3 +248,235 @@ def test_reset_forgets_entries_and_budget(backend):
     cf(x)
     assert backend.count == 2 and len(calls) == 2
     assert cf.cache_info()["entries"] == 1
+
+
+# -- the state of function objects ------------------------------------------------------------
+
+def _partial_fn(a, x, b=1.0):
+    return x * a * b
+
+
+_PARTIAL = functools.partial(_partial_fn, 2.0)
+
+
+def _defaults():
+    def f(x, k=2.0):
+        return x * k
+    return f, lambda: setattr(f, "__defaults__", (3.0,))
+
+
+def _kwdefaults():
+    def f(x, *, k=2.0):
+        return x * k
+    return f, lambda: f.__kwdefaults__.__setitem__("k", 3.0)
+
+
+def _helper_defaults():
+    def helper(y, k=2.0, *, j=1.0):
+        return y * k * j
+
+    def f(x):
+        return helper(x) + 1
+
+    def change():
+        helper.__defaults__ = (3.0,)
+        helper.__kwdefaults__["j"] = -1.0
+    return f, change
+
+
+def _tensor_default_replaced():
+    def f(x, w=tp.full((3,), 2.0)):
+        return x * w
+    return f, lambda: setattr(f, "__defaults__", (tp.full((3,), 5.0),))
+
+
+def _partial_compiled():
+    p = functools.partial(_partial_fn, 2.0, b=1.0)
+
+    def change():
+        p.keywords["b"] = 4.0
+    return p, change
+
+
+def _partial_args_compiled():
+    p = functools.partial(_partial_fn, 2.0)
+    return p, lambda: p.__setstate__((_partial_fn, (6.0,), {}, None))
+
+
+def _partial_inside():
+    state = {"p": functools.partial(_partial_fn, 2.0)}
+
+    def f(x):
+        return state["p"](x) + _PARTIAL(x)
+
+    def change():
+        state["p"].keywords["b"] = 3.0
+        _PARTIAL.keywords["b"] = -2.0
+    return f, change
+
+
+def _partial_on_module():
+    class M(tp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = functools.partial(_partial_fn, 2.0)
+
+        def forward(self, x):
+            return self.act(x)
+
+    m = M()
+    return m, lambda: m.act.__setstate__((_partial_fn, (3.0,), {"b": 2.0}, None))
+
+
+class _Holder:
+    def __init__(self):
+        self.s = 2.0
+
+    def get(self, x):
+        return x * self.s
+
+
+def _method_rebound_on_class():
+    klass = type("H", (_Holder,), {})
+    obj = klass()
+
+    def f(x):
+        return obj.get(x)
+    return f, lambda: setattr(klass, "get", lambda self, x: x * 10.0)
+
+
+def _method_rebound_on_instance():
+    obj = _Holder()
+
+    def f(x):
+        return obj.get(x)
+    return f, lambda: setattr(obj, "get", lambda x: x * 10.0)
+
+
+def _bound_method_state():
+    klass = type("H", (_Holder,), {"get": lambda self, x, k=1.0: x * self.s * k})
+    obj = klass()
+    return obj.get, lambda: setattr(obj.get.__func__, "__defaults__", (4.0,))
+
+
+def _forward_rebound_on_class():
+    class M(tp.nn.Module):
+        def forward(self, x, k=2.0):
+            return x * k
+
+    m = M()
+
+    def change():
+        M.forward = lambda self, x: x * 9.0
+    return m, change
+
+
+def _forward_defaults():
+    class M(tp.nn.Module):
+        def forward(self, x, k=2.0):
+            return x * k
+
+    m = M()
+    return m, lambda: setattr(M.forward, "__defaults__", (3.0,))
+
+
+def _code_of_the_compiled_function():
+    def f(x):
+        return x * 2.0
+
+    def g(x):
+        return x * 3.0
+    return f, lambda: setattr(f, "__code__", g.__code__)
+
+
+def _code_of_a_helper():
+    def helper(y):
+        return y * 2.0
+
+    def other(y):
+        return y - 5.0
+
+    def f(x):
+        return helper(x) + 1
+    return f, lambda: setattr(helper, "__code__", other.__code__)
+
+
+@pytest.mark.parametrize("make", [
+    _defaults, _kwdefaults, _helper_defaults, _tensor_default_replaced, _partial_compiled, _partial_args_compiled,
+    _partial_inside, _partial_on_module, _method_rebound_on_class, _method_rebound_on_instance, _bound_method_state,
+    _forward_rebound_on_class, _forward_defaults, _code_of_the_compiled_function, _code_of_a_helper,
+], ids=lambda make: make.__name__.strip("_"))
+def test_a_change_to_a_function_object_recompiles(make, backend):
+    """What a call reads from function objects themselves (defaults, keyword defaults, a
+    partial's arguments, which function a method name gives, the code) is guarded."""
+    target, change = make()
+    cf = tp.compile(target, backend=backend)
+    x = tp.tensor([1.0, -2.0, 3.0])
+    np.testing.assert_array_equal(cf(x).detach().numpy(), target(x).detach().numpy())
+    cf(x)
+    assert backend.count == 1
+    change()
+    np.testing.assert_array_equal(cf(x).detach().numpy(), target(x).detach().numpy())
+    assert backend.count == 2
+    cf(x)
+    assert backend.count == 2
+
+
+def test_a_tensor_default_updated_in_place_is_read_on_every_call(backend):
+    w = tp.full((3,), 2.0)
+
+    def f(x, w=w):
+        return x * w
+
+    cf = tp.compile(f, backend=backend)
+    x = tp.ones(3)
+    cf(x)
+    w.add_(1.0)
+    np.testing.assert_array_equal(cf(x).detach().numpy(), [3.0, 3.0, 3.0])
+    assert backend.count == 1
+
+
+def test_a_function_argument_is_guarded_with_its_defaults(backend):
+    def act(y, k=2.0):
+        return y * k
+
+    def f(x, fn):
+        return fn(x)
+
+    cf = tp.compile(f, backend=backend)
+    x = tp.ones(2)
+    cf(x, act)
+    act.__defaults__ = (5.0,)
+    np.testing.assert_array_equal(cf(x, act).detach().numpy(), [5.0, 5.0])
+    assert backend.count == 2
+
+
+def test_a_compiled_bound_method_keeps_calling_its_own_function(backend):
+    """``tp.compile(obj.method)`` wraps that bound method: rebinding the name on the object
+    afterwards changes what ``obj.method`` gives, not the compiled callable (as with any
+    bound method saved before), and does not make every call recompile."""
+    obj = _Holder()
+    bound = obj.get
+    cf = tp.compile(bound, backend=backend)
+    x = tp.ones(2)
+    cf(x)
+    obj.get = lambda x: x * 10.0
+    for _ in range(3):
+        np.testing.assert_array_equal(cf(x).detach().numpy(), bound(x).detach().numpy())
+    assert backend.count == 1
+    obj.s = 3.0  # what the method reads from its object is guarded
+    np.testing.assert_array_equal(cf(x).detach().numpy(), [3.0, 3.0])
+    assert backend.count == 2
+
+
+def test_equal_defaults_put_back_do_not_recompile(backend):
+    def f(x, k=2.0, *, j=(1, 2)):
+        return x * k * len(j)
+
+    cf = tp.compile(f, backend=backend)
+    x = tp.ones(2)
+    cf(x)
+    f.__defaults__ = (2.0,)  # a new tuple, equal
+    f.__kwdefaults__ = {"j": (1, 2)}
+    cf(x)
+    assert backend.count == 1

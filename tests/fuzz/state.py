@@ -29,6 +29,7 @@ import time
 import traceback
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ import tensorplay as tp
 __all__ = ["Scenario", "generate", "run_one", "run", "main"]
 
 HEADER = """\
-import dataclasses, types
+import dataclasses, functools, types
 import numpy as np
 import tensorplay as tp
 """
@@ -73,8 +74,14 @@ def _site(rng: random.Random, k: int) -> tuple[list[str], str, str, list[str], s
     w = rng.choice([5.0, 2, -0.0, 7, 1.5, True])
     kind = rng.choice(["global", "global_helper", "closure", "dict", "list", "namespace", "dataclass",
                        "class_attr", "global_tensor", "module_dict", "module_obj", "module_list",
-                       "module_class_attr", "dtype", "shape", "loop", "nested"])
+                       "module_class_attr", "dtype", "shape", "loop", "nested",
+                       # the state of function objects: defaults, partials, methods, code
+                       "defaults", "kwdefaults", "own_kwdefault", "tensor_default", "partial", "module_partial",
+                       "method", "code"])
     name = f"S{k}"
+    if kind in ("defaults", "kwdefaults", "own_kwdefault", "tensor_default", "partial", "module_partial",
+                "method", "code"):
+        return _function_site(rng, kind, k, v, w)
     if kind in ("global", "global_helper"):
         where = "helper" if kind == "global_helper" else "f"
         return [f"{name} = {v!r}"], name, "factor", [f"{name} = {w!r}", f"{name} = {v!r}"], where
@@ -136,6 +143,48 @@ def _site(rng: random.Random, k: int) -> tuple[list[str], str, str, list[str], s
              f"{name}['layers'] = []"], rng.choice(["f", "helper"]))
 
 
+def _function_site(rng: random.Random, kind: str, k: int, v: Any, w: Any
+                   ) -> tuple[list[str], str, str, list[str], str]:
+    """A site whose state is held by a function object: a helper's defaults or keyword
+    defaults, a keyword default of the compiled function (or of the module's ``forward``)
+    itself, a tensor default, a ``functools.partial`` (a global, or held by the module), a
+    method of an object, a helper's code."""
+    name = f"S{k}"
+    where = rng.choice(["f", "helper"])
+    if kind == "defaults":
+        return ([f"def {name}(s={v!r}, t=1):\n    return s * t"], f"{name}()", "factor",
+                [f"{name}.__defaults__ = ({w!r}, 1)", f"{name}.__defaults__ = ({v!r}, 2)",
+                 f"{name}.__defaults__ = ({v!r}, 1)"], where)
+    if kind == "kwdefaults":
+        return ([f"def {name}(*, s={v!r}):\n    return s"], f"{name}()", "factor",
+                [f"{name}.__kwdefaults__['s'] = {w!r}", f"{name}.__kwdefaults__ = {{'s': {v!r}}}"], where)
+    if kind == "own_kwdefault":  # a keyword-only parameter of f (or forward) with a default
+        own = f"getattr(type(target), 'forward', target).__kwdefaults__['p{k}']"
+        return ([f"PARAM: p{k}={v!r}"], f"p{k}", "factor", [f"{own} = {w!r}", f"{own} = {v!r}"], "f")
+    if kind == "tensor_default":
+        return ([f"def {name}(t=tp.full((4,), {float(v)!r})):\n    return t"], f"{name}()", "tensor",
+                [f"{name}.__defaults__[0].add_(1.0)", f"{name}.__defaults__ = (tp.full((4,), {float(w)!r}),)",
+                 f"{name}.__defaults__[0].mul_(-1.0)"], where)
+    if kind == "partial":
+        return ([f"def {name}_fn(a, b=1):\n    return a * b", f"{name} = functools.partial({name}_fn, {v!r})"],
+                f"{name}()", "factor",
+                [f"{name}.keywords['b'] = {w!r}", f"{name}.keywords.clear()",
+                 f"{name}.__setstate__(({name}_fn, ({w!r},), {{}}, None))",
+                 f"{name} = functools.partial({name}_fn, {w!r}, b=2)"], where)
+    if kind == "module_partial":  # (pow: a C function the module's partial calls, pow(v, exp=1) == v)
+        return ([f"self.part{k} = functools.partial(pow, {v!r}, exp=1)"], f"self.part{k}()", "factor",
+                [f"target.part{k}.keywords['exp'] = 2", f"target.part{k}.__setstate__((pow, ({w!r},), {{'exp': 1}}, None))",
+                 f"target.part{k} = functools.partial(pow, {w!r}, exp=1)"], "self")
+    if kind == "method":
+        return ([f"class O{k}:\n    def __init__(self):\n        self.s = {v!r}\n    def get(self):\n"
+                 f"        return self.s", f"{name} = O{k}()"], f"{name}.get()", "factor",
+                [f"{name}.s = {w!r}", f"O{k}.get = lambda self: -self.s", f"{name}.get = lambda: {w!r}",
+                 f"{name}.__dict__.pop('get', None)"], where)
+    # code: a helper whose __code__ is replaced
+    return ([f"def {name}():\n    return {v!r}", f"def {name}_alt():\n    return {w!r}"], f"{name}()", "factor",
+            [f"{name}.__code__ = {name}_alt.__code__", f"{name}.__code__ = (lambda: {v!r}).__code__"], where)
+
+
 def _use(expr: str, use: str) -> list[str]:
     if use == "factor":
         return [f"y = y * ({expr})"]
@@ -157,7 +206,10 @@ def generate(seed: int, index: int) -> Scenario:
     helper_body: list[str] = []
     init: list[str] = []
     class_body: list[str] = []
+    params: list[str] = []  # keyword-only parameters of f (or forward) with their defaults
     for lines, expr, use, _, where in sites:
+        params += [line[len("PARAM: "):] for line in lines if line.startswith("PARAM: ")]
+        lines = [line for line in lines if not line.startswith("PARAM: ")]
         if where == "self":
             class_body += [line[len("CLASS: "):] for line in lines if line.startswith("CLASS: ")]
             init += [line for line in lines if not line.startswith("CLASS: ")]
@@ -165,6 +217,7 @@ def generate(seed: int, index: int) -> Scenario:
             setup += lines
         (helper_body if where == "helper" else f_body).extend(_use(expr, use))
     uses_self = any("self." in line for line in f_body)
+    signature = ", *, " + ", ".join(params) if params else ""
     src: list[str] = list(setup)
     if helper_body:
         src.append("def helper(y):\n" + textwrap.indent("\n".join(helper_body + ["return y"]), "    "))
@@ -173,11 +226,11 @@ def generate(seed: int, index: int) -> Scenario:
         src.append("class M(tp.nn.Module):" + "".join(f"\n    {line}" for line in class_body))
         src.append("    def __init__(self):\n        super().__init__()\n"
                    + "".join(f"        {line}\n" for line in init) + "        self.lin = tp.nn.Identity()")
-        src.append("    def forward(self, x):\n        y = self.lin(x)\n"
+        src.append(f"    def forward(self, x{signature}):\n        y = self.lin(x)\n"
                    + textwrap.indent("\n".join(body + ["return y * 1"]), "        "))
         src.append("target = M()")
     else:
-        src.append("def f(x):\n    y = x * 1\n" + textwrap.indent("\n".join(body + ["return y"]), "    "))
+        src.append(f"def f(x{signature}):\n    y = x * 1\n" + textwrap.indent("\n".join(body + ["return y"]), "    "))
         src.append("target = f")
     src.append("x = tp.arange(8, dtype=tp.float32).reshape(2, 4) - 3")
     scenario = Scenario(seed, index, "\n".join(src))

@@ -12,7 +12,12 @@ outlives the call*:
   follow: it mirrors the top of the value stack for runs of loads (``self.cfg.z``,
   ``CFG["k"]``, ``self.layers[-1]``), resolving attributes statically (instance dict,
   class attributes along the MRO, Module parameters/buffers/submodules) without running
-  getters.
+  getters,
+* what a call reads from a function object itself (:class:`FunctionRead`): the code and
+  defaults of the compiled function, of each function of the user's code that a read above
+  finds (or that a value read holds), of a function passed as an argument, and the func,
+  args and keywords of a ``functools.partial``; and, for a method that library code calls on
+  an object (a module's ``forward``), which function the object's class gives for its name.
 
 Each read becomes a guard ``signature(fetch()) == signature at capture``: constants compare
 by type and value (``2 != 2.0``, NaN equals NaN), containers (dict, list, tuple, set) and
@@ -36,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import enum
+import functools
 import gc
 import sys
 import threading
@@ -133,8 +139,10 @@ SIGNATURE_BUDGET = 2000
 ARRAY_VALUE_BYTES = 1 << 16
 
 _CONST_TYPES = (bool, int, str, bytes, type(None), complex, type(Ellipsis), range)
+# (a function's or partial's own state, its code, defaults and arguments, is guarded apart:
+# see FunctionRead)
 _IDENTITY_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType, type,
-                   types.CodeType, staticmethod, classmethod, property, threading.Thread)
+                   types.CodeType, staticmethod, classmethod, property, threading.Thread, functools.partial)
 _MUTATORS = {
     list: {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__",
            "__delitem__", "__iadd__", "__imul__"},
@@ -244,6 +252,16 @@ def _is_plain_object(v: Any) -> bool:
     return hasattr(v, "__dict__") or bool(getattr(t, "__slots__", ()))
 
 
+def _in_state(v: Any, name: str) -> bool:
+    """Whether ``v.name`` is part of what a signature of ``v`` holds (its own attributes, not
+    those of its class): a read of it is covered by a guard on ``v``'s content."""
+    d = getattr(v, "__dict__", None)
+    if isinstance(d, dict) and name in d:
+        return True
+    return any(name in k.__dict__.get("__slots__", ()) for k in type(v).__mro__
+               if isinstance(k.__dict__.get("__slots__", ()), (tuple, list)))
+
+
 def _object_state(v: Any) -> list[tuple[str, Any]]:
     items = list(getattr(v, "__dict__", {}).items())
     for klass in type(v).__mro__:
@@ -314,6 +332,11 @@ def static_attr(obj: Any, name: str) -> Any:
     if _class_lookup(klass, "__getattr__") is not MISSING:
         raise Opaque(name)
     return MISSING
+
+
+def _unwrap(found: Any) -> Any:
+    """A class attribute as :func:`static_attr` gives it for an instance."""
+    return found.__func__ if isinstance(found, (staticmethod, classmethod)) else found
 
 
 def static_item(container: Any, key: Any) -> Any:
@@ -393,6 +416,19 @@ class AttrRead:
                 _is_module_instance(r) and _class_lookup(type(r), name) is MISSING and name in r.__dict__):
             ns[f"d{i}"] = r.__dict__
             return f"d{i}.get(n{i}, M)"
+        if isinstance(r, type) or (_is_module_instance(r) and name not in r.__dict__):
+            # an attribute of a class (a module's forward: the module guard keeps the module's
+            # type and instance dict): the classes of the MRO up to the one defining it say
+            # what the read gives
+            mro = r.__mro__ if isinstance(r, type) else type(r).__mro__
+            k = next((k for k, c in enumerate(mro) if name in c.__dict__), None)
+            if k is not None and not hasattr(type(mro[k].__dict__[name]), "__set__"):
+                for j, c in enumerate(mro[:k + 1]):
+                    ns[f"m{i}_{j}"] = c.__dict__
+                shadow = " or ".join(f"n{i} in m{i}_{j}" for j in range(k))
+                found = f"m{i}_{k}.get(n{i}, M)"
+                value = f"(M if {shadow} else {found})" if shadow else found
+                return f"_unwrap({value})"
         return f"static_attr(r{i}, n{i})"
 
 
@@ -434,9 +470,86 @@ class ContentRead:
         return f"v{i}"
 
 
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class FunctionRead:
+    """What a call reads from a function object besides its globals and closure cells: its
+    ``__code__``, ``__defaults__`` and ``__kwdefaults__``; of a ``functools.partial``, its
+    ``func``, ``args`` and ``keywords``. The object itself is guarded by the read that found
+    it (a bound method's ``__self__`` and ``__func__`` cannot change: its function is read too)."""
+
+    fn: Any
+
+    def key(self) -> tuple:
+        return (FunctionRead, id(self.fn))
+
+    def fetch(self) -> Any:
+        return self.fn
+
+    def expr(self, i: int, ns: dict[str, Any]) -> str:
+        ns[f"f{i}"] = self.fn
+        return f"f{i}"
+
+
+def function_like(v: Any) -> bool:
+    """Whether ``v`` has state a :class:`FunctionRead` guards."""
+    return isinstance(v, (types.FunctionType, functools.partial))
+
+
+def _function_state(fn: Any) -> tuple:
+    """The state a FunctionRead compares, as it is now."""
+    if isinstance(fn, functools.partial):
+        return (fn.func, fn.args, fn.keywords)
+    return (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+
+
+def _frozen(v: Any) -> bool:
+    """Whether a tuple's signature cannot change while it is the same object: it holds only
+    constants, and objects compared by identity (a function's own state has its own check)."""
+    if type(v) is not tuple:
+        return False
+    for x in v:
+        if type(x) is tuple:
+            if not _frozen(x):
+                return False
+        elif not (_const_like(x) or isinstance(x, _IDENTITY_TYPES) or isinstance(x, _tensor_types())):
+            return False
+    return True
+
+
+def _function_cond(i: int, fn: Any, ns: dict[str, Any]) -> str:
+    """The check of a :class:`FunctionRead`: identity where an attribute holds an immutable
+    value (code, func, a tuple of constants), the signature where it holds mutable content
+    (a keywords dict, a list among the defaults)."""
+    ns[f"f{i}"] = fn
+    first, args, keywords = _function_state(fn)
+    names = ("func", "args", "keywords") if isinstance(fn, functools.partial) else \
+        ("__code__", "__defaults__", "__kwdefaults__")
+    ns[f"c{i}"] = first
+    parts = [f"f{i}.{names[0]} is c{i}"]
+    for j, (name, value) in enumerate(((names[1], args), (names[2], keywords))):
+        if value is None:
+            parts.append(f"f{i}.{name} is None")
+            continue
+        signer = _Signer()  # (keeps what the signature holds by identity alive with the check)
+        ns[f"d{i}_{j}"], ns[f"s{i}_{j}"], ns[f"k{i}_{j}"] = value, signer.sign(value), signer.keep
+        if _frozen(value):  # (an equal tuple put in its place passes by its signature)
+            parts.append(f"((x{i} := f{i}.{name}) is d{i}_{j} or sign(x{i}) == s{i}_{j})")
+        elif _flat(value):  # keyword defaults of constants: C-level dict equality, value types, zeros
+            ns[f"e{i}_{j}"], ns[f"t{i}_{j}"] = dict(value), tuple(map(type, value.values()))
+            cond = (f"(type(x{i} := f{i}.{name}) is dict and x{i} == e{i}_{j} and "
+                    f"tuple(map(type, x{i}.values())) == t{i}_{j}")
+            for z, key in enumerate(_signed_zeros(value)):
+                ns[f"z{i}_{j}_{z}"], ns[f"h{i}_{j}_{z}"] = key, value[key].hex()
+                cond += f" and x{i}[z{i}_{j}_{z}].hex() == h{i}_{j}_{z}"
+            parts.append(cond + ")")
+        else:
+            parts.append(f"sign(f{i}.{name}) == s{i}_{j}")
+    return " and ".join(parts)
+
+
 #: what a value guard reads: :meth:`fetch` gives its value now, :meth:`expr` the same read as
 #: Python over names it binds in a namespace, :meth:`key` tells reads of one place apart
-Read = GlobalRead | CellRead | AttrRead | ItemRead | ContentRead
+Read = GlobalRead | CellRead | AttrRead | ItemRead | ContentRead | FunctionRead
 
 
 def _flat(v: Any) -> bool:
@@ -487,12 +600,14 @@ class ReadGuard:
         self._check = self._compile()
 
     def _compile(self) -> Callable[[], int]:
-        ns: dict[str, Any] = {"M": MISSING, "static_attr": static_attr, "static_item": static_item,
+        ns: dict[str, Any] = {"M": MISSING, "static_attr": static_attr, "static_item": static_item, "_unwrap": _unwrap,
                               "ck": _const_key, "sign": signature, "sf": stood_for}
         body = []
         for i, (_, read, (now, expected)) in enumerate(self.checks):
             fetch = read.expr(i, ns)
-            if type(now) is float or (type(now) in _CONST_TYPES and type(now) is not range) or isinstance(
+            if type(read) is FunctionRead:
+                cond = _function_cond(i, now, ns)
+            elif type(now) is float or (type(now) in _CONST_TYPES and type(now) is not range) or isinstance(
                     now, (dt.DType, np.dtype, enum.Enum)):
                 ns[f"e{i}"] = _const_key(now)
                 cond = f"ck({fetch}) == e{i}"
@@ -607,6 +722,10 @@ class ReadRecorder:
             self._mark_outside(r)
         for f in funcs:
             self._add_func(f)
+        # a compiled bound method keeps calling its own function, whatever its object's class
+        # or instance says later: no guard on what ``obj.method`` gives (see _method_of)
+        first = funcs[0] if funcs else None
+        self._entry = (id(first.__self__), first.__func__.__code__) if isinstance(first, types.MethodType) else None
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _mark_outside(self, v: Any) -> None:
@@ -631,7 +750,30 @@ class ReadRecorder:
         key = read.key()
         if key not in self._reads:
             self._reads[key] = (description, read, value, loc)
+            self.function_state(value, description, loc)
         self._mark_outside(value)
+
+    def function_state(self, value: Any, description: str, loc: SourceLoc | None = None) -> None:
+        """Guard the state of a function, bound method or partial the program reads (and of
+        the function a bound method or partial calls): see :class:`FunctionRead`."""
+        while True:
+            if isinstance(value, types.MethodType):
+                value, description = value.__func__, f"{description}.__func__"
+                continue
+            if not function_like(value):
+                return
+            if isinstance(value, types.FunctionType) and not self._is_user_file(code_of(value).co_filename):
+                return  # (tensorplay's, the standard library's, an installed package's: as their frames)
+            key = (FunctionRead, id(value))
+            if key in self._reads:
+                return
+            what = ("func, args and keywords" if isinstance(value, functools.partial)
+                    else "__code__, __defaults__ and __kwdefaults__")
+            self._reads[key] = (f"{description}: {what} unchanged", FunctionRead(value), value, loc)
+            self._keep(value)
+            if not isinstance(value, functools.partial):
+                return
+            value, description = value.func, f"{description}.func"
 
     # -- activation --------------------------------------------------------------------------
     def __enter__(self) -> ReadRecorder:
@@ -677,7 +819,29 @@ class ReadRecorder:
             return None
         frame.f_trace_opcodes = True
         self._frames[id(frame)] = []
+        if code.co_argcount:
+            self._method_of(frame, code)
         return self._trace_local
+
+    def _method_of(self, frame: types.FrameType, code: types.CodeType) -> None:
+        """A method called on an object (a module's forward that library code calls, a
+        ``__call__``): which function the object's class gives for it is guarded, with that
+        function's state, so a method rebound on the class or the instance recaptures."""
+        owner = frame.f_locals.get(code.co_varnames[0], MISSING)
+        if owner is MISSING or _const_like(owner) or isinstance(owner, _tensor_types()[0]) \
+                or (id(owner), code) == self._entry:
+            return
+        try:
+            found = static_attr(owner, code.co_name)
+        except Opaque:
+            return
+        f = getattr(found, "__func__", found)
+        if isinstance(f, types.FunctionType) and code_of(f) is code:
+            if _is_module_instance(owner) and code.co_name not in owner.__dict__:
+                owner = type(owner)  # (the module guard keeps its type and instance dict: one check per class)
+            self._record(AttrRead(owner, code.co_name), f"{_label(owner)}.{code.co_name}", found,
+                         self._loc(frame))
+            self._keep(owner)
 
     def _trace_local(self, frame: types.FrameType, event: str, arg: Any) -> Any:
         if not self.active:
@@ -920,22 +1084,32 @@ class ReadRecorder:
         large: list[tuple[int, ...]] = []
         keep: list[Any] = []
         module_t = _tensor_types()[1]
-        for description, read, value, loc in self._reads.values():
-            if isinstance(read, ContentRead) and isinstance(value, module_t):
-                continue
-            try:
-                now = stood_for(read.fetch())
-            except Exception:  # noqa: BLE001
-                now = MISSING
-            signer = _Signer()
-            expected = signer.sign(now)
-            truncated.update(signer.truncated)
-            large += signer.large_arrays
-            keep += signer.keep
-            holder = id(read.owner) if isinstance(read, (AttrRead, ItemRead)) else None
-            signer.visited.discard(holder)
-            signed.append((holder, signer.visited, f"{description} == {_show(now)}"
-                           + (f" (read at {loc})" if loc else ""), read, (now, expected)))
+        done = 0
+        while done < len(self._reads):  # (functions found inside what is signed add reads)
+            pending = list(self._reads.values())[done:]
+            done += len(pending)
+            for description, read, value, loc in pending:
+                if isinstance(read, ContentRead) and isinstance(value, module_t):
+                    continue
+                try:
+                    now = stood_for(read.fetch())
+                except Exception:  # noqa: BLE001
+                    now = MISSING
+                signer = _Signer()
+                expected = signer.sign(now)
+                truncated.update(signer.truncated)
+                large += signer.large_arrays
+                keep += signer.keep
+                if type(read) is not FunctionRead:
+                    for x in signer.keep:
+                        if x is not now and (function_like(x) or isinstance(x, types.MethodType)):
+                            self.function_state(x, f"{_show(x)} held by {description}", loc)
+                holder = id(read.owner) if isinstance(read, ItemRead) or (
+                    isinstance(read, AttrRead) and _in_state(read.owner, read.name)) else None
+                signer.visited.discard(holder)
+                text = description if type(read) is FunctionRead else f"{description} == {_show(now)}"
+                signed.append((holder, signer.visited, text + (f" (read at {loc})" if loc else ""), read,
+                               (now, expected)))
         covered_anywhere = set().union(*(v for _, v, _, _, _ in signed)) if signed else set()
         covered_by_roots: set[int] = set()
         for holder, visited, *_ in signed:

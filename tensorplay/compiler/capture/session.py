@@ -1163,8 +1163,14 @@ class Capture:
             self.graph_break(f"Python state that outlives the call changed ({what} set); compiled code "
                              f"cannot replay that, so the function runs its Python on every call", loc=loc)
 
-        return ReadRecorder(_is_user_file, roots, side_effect, funcs=[fn, getattr(fn, "forward", None)],
-                            still_needed=lambda: self.mode == TRACE, guarded_modules=[m for _, m in modules])
+        recorder = ReadRecorder(_is_user_file, roots, side_effect, funcs=[fn, getattr(fn, "forward", None)],
+                                still_needed=lambda: self.mode == TRACE, guarded_modules=[m for _, m in modules])
+        # what the call reads from the function objects themselves: code, defaults, the
+        # arguments of a partial (a function passed as an argument is guarded by identity)
+        recorder.function_state(fn, "the compiled function")
+        for leaf in roots:
+            recorder.function_state(leaf, "a function passed as an argument")
+        return recorder
 
     def run_lazy(self, fn: Callable[..., Any], args: tuple, kwargs: dict,
                  dynamic: Sequence[tuple[Tensor, int, str, dict[int, Any]]] = ()) -> Any:
