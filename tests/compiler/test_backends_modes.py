@@ -65,7 +65,7 @@ def test_bad_option_values_are_rejected(options, message):
 SAMPLE_VALUES = {"opt_level": ["O0", "O1", "O2", "O3"], "data_tiling": [True, False],
                  "ukernels": ["default", "none", "all", "mmt4d,pack"], "aggressive_fusion": [True, False],
                  "runtime_driver": ["auto", "local-sync", "local-task"], "target_cpu": ["host", "znver4"],
-                 "cuda_target": ["sm_80"], "rocm_target": ["gfx942"], "vulkan_target": ["rdna3"],
+                 "cuda_target": ["sm_80"], "rocm_target": ["gfx942"], "vulkan_target": ["rdna3", "baseline", "baseline-int64"],
                  "extra_flags": [["--iree-opt-const-eval=false"]], "autotune": [True, False],
                  "partitioner": ["min_cut", "save_all"], "trace_dir": ["/tmp/trace"]}
 

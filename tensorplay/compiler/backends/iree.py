@@ -33,7 +33,7 @@ from .modes import compile_flags, validate_options
 # the probe's names stay importable from here (the code below calls them through the module)
 from .probe import (LOCAL_TASK_MIN_CPUS, LOCAL_TASK_MIN_WORK, capabilities, choose_cpu_driver, cuda_target_for,
                     graph_work, usable_cpus)
-from .targets import TARGETS, IreeTarget
+from .targets import TARGETS, IreeTarget, vulkan_device_flags
 from .widening import Widened, widen_io
 
 __all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
@@ -317,7 +317,9 @@ class IreeBackend:
         if t.target_option is not None:
             # the device: as the options say, else the probed device's own, else the default
             device = options.get(t.target_option) or probe.probed_target(t) or t.target_default
-            if device is not None:
+            if t.target == "vulkan-spirv":
+                flags[:1] = vulkan_device_flags(device)
+            elif device is not None:
                 flags.append(f"{t.target_flag}={device}")
         return flags + compile_flags(options, t.target)
 

@@ -17,7 +17,7 @@ import numpy as np
 from ...dialects.tp.graph import Graph
 from .. import _logging
 from .base import BackendCapabilities, iter_nodes
-from .targets import TARGETS, IreeTarget
+from .targets import TARGETS, VULKAN_BASELINE_INT64, IreeTarget
 
 __all__ = ["capabilities", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
            "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
@@ -68,6 +68,46 @@ def cuda_target_for(capability: tuple[int, int] | None) -> str:
         return fallback
     name = f"sm_{capability[0]}{capability[1]}"
     return fallback if name in _CUDA_TARGETS_WITHOUT_DESCRIPTION else name
+
+
+def _vulkan_shader_int64() -> bool | None:
+    """Whether every Vulkan physical device reports the ``shaderInt64`` feature (64-bit integers
+    in shaders), read from the Vulkan loader; None without a loader or a device."""
+    try:
+        vk = ctypes.CDLL("libvulkan.so.1")
+    except OSError:
+        return None
+
+    class InstanceCreateInfo(ctypes.Structure):  # VkInstanceCreateInfo
+        _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
+                    ("pApplicationInfo", ctypes.c_void_p), ("enabledLayerCount", ctypes.c_uint32),
+                    ("ppEnabledLayerNames", ctypes.c_void_p), ("enabledExtensionCount", ctypes.c_uint32),
+                    ("ppEnabledExtensionNames", ctypes.c_void_p)]
+
+    vk.vkCreateInstance.argtypes = [ctypes.POINTER(InstanceCreateInfo), ctypes.c_void_p,
+                                    ctypes.POINTER(ctypes.c_void_p)]
+    vk.vkEnumeratePhysicalDevices.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
+    vk.vkGetPhysicalDeviceFeatures.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    vk.vkDestroyInstance.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    instance = ctypes.c_void_p()
+    # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 1
+    if vk.vkCreateInstance(ctypes.byref(InstanceCreateInfo(sType=1)), None, ctypes.byref(instance)) != 0:
+        return None
+    try:
+        count = ctypes.c_uint32()
+        if vk.vkEnumeratePhysicalDevices(instance, ctypes.byref(count), None) != 0 or not count.value:
+            return None
+        devices = (ctypes.c_void_p * count.value)()
+        if vk.vkEnumeratePhysicalDevices(instance, ctypes.byref(count), devices) not in (0, 5):  # VK_INCOMPLETE
+            return None
+        found = []
+        for device in devices[:count.value]:
+            features = (ctypes.c_uint32 * 55)()  # VkPhysicalDeviceFeatures: 55 VkBool32
+            vk.vkGetPhysicalDeviceFeatures(device, features)
+            found.append(bool(features[40]))  # shaderInt64, the 41st member
+        return all(found)
+    finally:
+        vk.vkDestroyInstance(instance, None)
 
 
 def _rocm_device_target() -> str | None:
@@ -182,6 +222,11 @@ def _probe(t: IreeTarget) -> BackendCapabilities:
         extra["rocm_target"] = _rocm_device_target() or t.target_default
     elif t.name == "iree-vulkan":
         extra["software_device"] = any("llvmpipe" in str(d.get("name", "")) for d in devices)
+        int64 = _vulkan_shader_int64()
+        extra["shader_int64"] = int64
+        # 64-bit integer code where every device runs it (IREE picks one of them), else IREE's
+        # baseline, which emulates int64 on 32-bit words
+        extra["vulkan_target"] = VULKAN_BASELINE_INT64 if int64 else None
     return replace(caps, install_hint=None, extra=extra)
 
 

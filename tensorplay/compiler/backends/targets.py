@@ -19,7 +19,8 @@ from ...runtime.program import BACKEND_DRIVERS
 from ...runtime.storage import WIDE_STORAGE
 from .base import ALL_DTYPE_NAMES
 
-__all__ = ["IreeTarget", "TARGETS", "target_of"]
+__all__ = ["IreeTarget", "TARGETS", "target_of", "VULKAN_BASELINE", "VULKAN_BASELINE_INT64",
+           "vulkan_device_flags"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class IreeTarget:
     def lowering_options(self) -> dict[str, bool]:
         """The convert-tp-to-linalg options this target lowers with (only those set false)."""
         lacks = (() if self.has_float64 else ("float64",)) + self.lowering_lacks
+        if self.device_kind == "gpu" and self.has_float64:
+            # GPU code adds the threads' partial sums as a tree, whose rounding error grows with
+            # the log of the count: large float32 sums accumulate in float64 on the CPU only
+            lacks += ("wide-float-sums",)
         return {name: False for name in lacks}
 
     def export_options(self, machine: str | None = None) -> dict[str, Any]:
@@ -101,6 +106,43 @@ class IreeTarget:
 # IREE's default Vulkan target (32-bit storage and compute) miscompiles float16 and cannot
 # express float64; measured on lavapipe, see docs/backends.md.
 _VULKAN_DTYPES = tuple(d for d in ALL_DTYPE_NAMES if d not in ("float16", "float64"))
+
+#: the ``vulkan_target`` naming IREE's portable SPIR-V baseline (its default Vulkan target,
+#: the VP_ANDROID_baseline_2022 profile) with 64-bit integer arithmetic added (SPIR-V's Int64
+#: capability, which a device reporting Vulkan's ``shaderInt64`` feature runs; lavapipe does).
+#: Without it IREE emulates int64 on 32-bit words, and that emulation fails to compile a
+#: vectorized dispatch of 64-bit integers ("failed to legalize operation 'vector.broadcast'",
+#: e.g. nanoGPT's cross_entropy at 4x32 tokens); measured in docs/backends.md
+VULKAN_BASELINE_INT64 = "baseline-int64"
+#: the ``vulkan_target`` naming IREE's portable baseline as it is (int64 emulated): export's
+#: default, whose vmfb must run on devices without ``shaderInt64`` too
+VULKAN_BASELINE = "baseline"
+
+# IREE's own description of its Vulkan baseline (what IREE 3.13 prints for the default target)
+# with int64 in the compute bitwidths; IREE has no flag adding a capability to a named target
+# (--iree-vulkan-target-features replaces the SPIR-V features but not the bitwidths that decide
+# between emulation and native code), so the whole device target is given
+_VULKAN_BASELINE_INT64_DEVICE = (
+    '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+    '{iree_codegen.target_info = #iree_gpu.target<arch = "vp_android_baseline_2022", '
+    'features = "spirv:v1.3,cap:Shader", wgp = <compute = fp32|int32|int64, storage = b32, '
+    'subgroup = none, subgroup_size_choices = [64], max_workgroup_sizes = [128, 128, 64], '
+    'max_thread_count_per_workgroup = 128, max_workgroup_memory_bytes = 16384, '
+    'max_workgroup_counts = [65535, 65535, 65535]>>}>]> : !hal.device')
+
+
+def vulkan_device_flags(vulkan_target: str | None) -> list[str]:
+    """The iree-compile flags choosing the Vulkan code: IREE's baseline (no target), a target
+    IREE names, or :data:`VULKAN_BASELINE_INT64` (the whole device target, in place of
+    ``--iree-hal-target-backends``, which would override it); :data:`VULKAN_BASELINE` and None
+    add no target."""
+    if vulkan_target == VULKAN_BASELINE_INT64:
+        return [f"--iree-hal-target-device={_VULKAN_BASELINE_INT64_DEVICE}"]
+    flags = ["--iree-hal-target-backends=vulkan-spirv"]
+    if vulkan_target in (None, VULKAN_BASELINE):
+        return flags
+    return [*flags, f"--iree-vulkan-target={vulkan_target}"]
+
 
 # VMVX has no f16 arithmetic: IREE 3.13 fails to legalize arith.extf from f16.
 _VMVX_DTYPES = tuple(d for d in ALL_DTYPE_NAMES if d != "float16")
@@ -126,8 +168,10 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                "IREE SPIR-V code run by a Vulkan driver (lavapipe: Mesa's software device)",
                "install the Vulkan loader and a driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers, "
                "which brings libvulkan1 and the lavapipe software device; or your GPU vendor's driver)",
-               # no default: IREE's portable SPIR-V baseline
+               # no default: IREE's portable SPIR-V baseline; with int64 arithmetic where the
+               # probed device has it (VULKAN_BASELINE_INT64)
                target_option="vulkan_target", target_flag="--iree-vulkan-target",
+               target_from_device=True, portable_targets={"*": VULKAN_BASELINE},
                # IREE 3.13's SPIR-V backend emulates i64 add, mul and shifts but not division, and
                # computes an outer-dim reduction fused with its consumers wrongly (docs/backends.md)
                lowering_lacks=("int64-division", "fuse-outer-reductions"),
