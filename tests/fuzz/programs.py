@@ -75,6 +75,12 @@ VARIANTS = {
     "break": {},
 }
 
+#: the backend the programs compile for (``--backend``; None: tp.compile's default) and the factor
+#: that multiplies the first and last dims of each new input shape (``--scale``: sizes where IREE
+#: vectorizes, hundreds of rows; the programs are the same, larger)
+BACKEND: str | None = None
+SCALE = 1
+
 #: unit roundoff of each float dtype
 _UNIT = {tp.float32: 2.0 ** -24, tp.float16: 2.0 ** -11, tp.bfloat16: 2.0 ** -8}
 _U32 = _UNIT[tp.float32]
@@ -400,7 +406,8 @@ class _Builder:
     def shape(self) -> tuple[int, ...]:
         rank = self.choice((0, 1, 1, 2, 2, 2, 3, 3, 3, 4))
         sizes = (1, 1, 2, 3, 3, 4, 5, 6, 7) if rank < 4 else (1, 2, 3)
-        return tuple(0 if self.chance(0.04) else self.choice(sizes) for _ in range(rank))
+        shape = [0 if self.chance(0.04) else self.choice(sizes) for _ in range(rank)]
+        return tuple(s * SCALE if i in (0, rank - 1) else s for i, s in enumerate(shape))
 
     def related(self, base: tuple[int, ...]) -> tuple[int, ...]:
         """A shape broadcasting with ``base``: leading dims dropped, some dims 1."""
@@ -1281,7 +1288,8 @@ def _compiled(programs: Sequence[Program], variant: str, wants: dict) -> list[Fa
     got = error = None
     try:
         fn = _define(source, tp, filename)
-        compiled = tp.compile(fn, isolate_recompiles=True, **VARIANTS[variant])
+        compiled = tp.compile(fn, isolate_recompiles=True, **VARIANTS[variant],
+                              **({"backend": BACKEND} if BACKEND else {}))
         got = compiled(*[a for p in programs for a in _args(p, tp)])
     except Exception:  # noqa: BLE001 - reported below
         error = f"compiled ({variant}) raised:\n{_error()}"
@@ -1342,7 +1350,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         + ", ".join(VARIANTS))
     parser.add_argument("--no-torch", action="store_true", help="skip the comparison with PyTorch")
     parser.add_argument("--show", action="store_true", help="print the programs' sources")
+    parser.add_argument("--backend", help="compile for this backend (default: tp.compile's); dtypes it "
+                        "lacks are replaced by float32 in the generated programs")
+    parser.add_argument("--scale", type=int, default=1, help="multiply the first and last dims of the "
+                        "inputs by this (default 1)")
     args = parser.parse_args(argv)
+    global BACKEND, SCALE, DTYPES
+    BACKEND, SCALE = args.backend, args.scale
+    if BACKEND:
+        kept = set(tp.compiler.get_backend_capabilities(BACKEND).dtypes)
+        DTYPES = tuple(d if d.name in kept else tp.float32 for d in DTYPES)
     os.environ.setdefault("TENSORPLAY_CACHE_DIR", tempfile.mkdtemp(prefix="tensorplay-fuzz-cache-"))
     indices = args.index or range(args.start, args.start + args.count)
     variants = [v for v in args.variants.split(",") if v]
