@@ -119,10 +119,14 @@ class ConvertTpToLinalg(Pass):
     #: 64-bit accumulator (int sums, float64) into it when sizes are dynamic: IREE 3.13's CUDA
     #: codegen fails to distribute such a dispatch ("failed to distribute")
     fuse_wide_inner_reductions: bool = True
+    #: false to keep float32 sums over many elements in a float32 accumulator (GPU targets, whose
+    #: reductions add partial sums as a tree) rather than accumulating them in float64
+    wide_float_sums: bool = True
 
     def run(self, module: ir.Operation) -> None:
         _load()
-        with lowering_for(TargetTraits(self.float64, self.int64_division, self.fuse_wide_inner_reductions)), \
+        with lowering_for(TargetTraits(self.float64, self.int64_division, self.fuse_wide_inner_reductions,
+                                       self.wide_float_sums)), \
                 ir.Location.unknown():
             for fn in _functions(module):
                 self._lower_function(fn)

@@ -20,6 +20,10 @@ class TargetTraits:
     #: produces or widens its input, at dynamic sizes (IREE 3.13's CUDA codegen cannot
     #: distribute it); without it the widening is an op of its own, kept apart
     fuse_wide_inner_reductions: bool = True
+    #: large float32 sums accumulate in float64 (with ``float64``): the CPU targets, whose code
+    #: adds each vector lane's share of the elements one after another; GPU code combines the
+    #: threads' partial sums as a tree, whose error grows with the log of the count
+    wide_float_sums: bool = True
 
 
 _CURRENT: ContextVar[TargetTraits] = ContextVar("tp_lowering_target", default=TargetTraits())

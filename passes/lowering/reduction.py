@@ -5,7 +5,8 @@ whose output map drops them; its init is the identity (0 for sums, 1 for product
 the dtype's minimum for maxima). Statistics a later pass needs (a maximum, a sum) are read
 back through indexing maps, never broadcast in memory, so IREE fuses each op into few
 dispatches. ``keepdim`` adds the unit dims with ``tensor.expand_shape``. Half types
-accumulate in float32 and round once, as the references do.
+accumulate in float32 and round once, as the references do. Float32 sums of many elements
+accumulate in float64 on the CPU targets (``_sum_dtype``).
 
 ``tp.cumsum`` is a prefix sum, which ``linalg.generic`` cannot express in O(n); it lowers to
 IREE's ``iree_linalg_ext.scan`` (every IREE target compiles it) rather than to a
@@ -88,14 +89,45 @@ def _reduce(src: ir.Value, t: TensorType, dims: Sequence[int], work: dt.DType, i
     return generic(ins, [(acc, _kept_map(t.rank, dims))], lambda a: [step(a[:-1], a[-1])], reduced=dims)[0]
 
 
+#: a float32 sum of more elements than this accumulates in float64 where the target allows it
+#: (``float64`` and ``wide_float_sums``: the CPU targets) and is rounded once. IREE's CPU code adds
+#: each vector lane's share of the elements one after another, so the rounding error of a float32
+#: accumulator grows with the count: measured on iree-cpu, summing uniform(1, 2) values of shape
+#: (8, 64, 112, 112) over all dims but the channels (batch norm's statistics at ResNet-18's first
+#: layer) was 4.7e-6 off relative (numpy's pairwise sum: 1.4e-7), (100352, 64) over dim 0
+#: 1.6e-5, and a float32 ResNet-18 trained compiled drifted from float64 several times as far as
+#: PyTorch's float32 does (tests/compiler/test_training_precision.py). The float64 accumulator is
+#: exact to float32's precision at any of these counts. Below the threshold (layer norm over a
+#: model's width, softmax over a sequence, the classes of a loss) the float32 error stays under
+#: 256 roundings and the accumulator stays float32.
+WIDE_SUMS_FROM = 256
+
+
+def _sum_dtype(work: dt.DType, t: TensorType, dims: Sequence[int]) -> dt.DType:
+    """The accumulator of a sum in ``work`` over ``dims`` of ``t``: float64 for a float32 sum
+    of more than ``WIDE_SUMS_FROM`` (or a dynamic number of) elements where the target has
+    cheap float64, else ``work``."""
+    traits = target()
+    if work is not dt.float32 or not (traits.float64 and traits.wide_float_sums):
+        return work
+    count = 1
+    for d in dims:
+        if not is_static(t.shape[d]):
+            return dt.float64
+        count *= int(t.shape[d])
+    return dt.float64 if count > WIDE_SUMS_FROM else work
+
+
 # --- sum, prod, mean -------------------------------------------------------------------------
 
-def _accumulate(ctx: LowerCtx, combine, identity) -> tuple[ir.Value, tuple[int, ...], dt.DType]:
-    """The sum or product over the reduced dims in the compute dtype; returns it with the
-    dims and the compute dtype."""
+def _accumulate(ctx: LowerCtx, combine, identity, wide: bool = False) -> tuple[ir.Value, tuple[int, ...], dt.DType]:
+    """The sum or product over the reduced dims in the compute dtype (for a ``wide`` sum, the
+    accumulator ``_sum_dtype`` picks); returns it with the dims and that dtype."""
     (x, t), out = ctx.inputs()[0], ctx.out_types[0]
     dims = ctx.opdef.reduced(t, ctx.attrs)
     work = out.dtype.computes_in
+    if wide:
+        work = _sum_dtype(work, t, dims)
     if (not target().fuse_wide_inner_reductions and t.rank - 1 in dims and not t.has_static_shape
             and work.bits == 64 and t.dtype is not work):
         # widened by an op of its own, which the lowering keeps apart from the reduction: IREE
@@ -124,7 +156,7 @@ def _rounded(ctx: LowerCtx, value: ir.Value, dims: Sequence[int], work: dt.DType
 @lowers("tp.sum", summary="`linalg.generic` with reduction iterators, init 0, accumulating in "
                           "int64 (integers) or float32 (half types)")
 def _sum(ctx: LowerCtx) -> list[ir.Value]:
-    total, dims, work = _accumulate(ctx, scalar_add, 0)
+    total, dims, work = _accumulate(ctx, scalar_add, 0, wide=True)
     return [_rounded(ctx, total, dims, work)]
 
 
@@ -137,7 +169,7 @@ def _prod(ctx: LowerCtx) -> list[ir.Value]:
 @lowers("tp.mean", summary="sum as `linalg.generic` (init 0, float32 for half types), then a "
                            "parallel generic dividing by the element count")
 def _mean(ctx: LowerCtx) -> list[ir.Value]:
-    total, dims, work = _accumulate(ctx, scalar_add, 0)
+    total, dims, work = _accumulate(ctx, scalar_add, 0, wide=True)
     x, t = ctx.inputs()[0]
     n = size_scalar(product(sizes_of(x, t, dims)), work)
     return [_rounded(ctx, total, dims, work, lambda v: arith.DivFOp(v, n).result)]
@@ -227,7 +259,7 @@ def _argmin(ctx: LowerCtx) -> list[ir.Value]:
 def _var(ctx: LowerCtx) -> list[ir.Value]:
     (x, t) = ctx.inputs()[0]
     dims = ctx.opdef.reduced(t, ctx.attrs)
-    work = t.dtype.computes_in
+    work = _sum_dtype(t.dtype.computes_in, t, dims)
     count = product(sizes_of(x, t, dims))
     n = size_scalar(count, work)
     total = _reduce(x, t, dims, work, 0.0,
@@ -274,19 +306,21 @@ def _any(ctx: LowerCtx) -> list[ir.Value]:
 
 
 def _shifted_exp_sum(x: ir.Value, t: TensorType, dims: Sequence[int], dst: dt.DType,
-                     work: dt.DType) -> tuple[ir.Value, ir.Value]:
+                     work: dt.DType) -> tuple[ir.Value, ir.Value, dt.DType]:
     """The stable softmax statistics over ``dims``: the maximum, and the sum of
-    ``exp(x - shift)`` where ``shift`` is the maximum with non-finite values made 0."""
+    ``exp(x - shift)`` where ``shift`` is the maximum with non-finite values made 0, with the
+    dtype that sum is in (``_sum_dtype``; read it back with ``cast_scalar``)."""
     largest = _reduce(x, t, dims, work, -pymath.inf,
                       lambda a, acc: arith.MaximumFOp(_read(a[0], t.dtype, dst, work), acc).result)
+    acc_dtype = _sum_dtype(work, t, dims)
 
     def step(args, acc):
         shift = _finite_or_zero(args[1], work)
         e = math.ExpOp(arith.SubFOp(_read(args[0], t.dtype, dst, work), shift).result).result
-        return arith.AddFOp(e, acc).result
+        return arith.AddFOp(cast_scalar(e, work, acc_dtype), acc).result
 
-    total = _reduce(x, t, dims, work, 0.0, step, [(largest, _kept_map(t.rank, dims))])
-    return largest, total
+    total = _reduce(x, t, dims, acc_dtype, 0.0, step, [(largest, _kept_map(t.rank, dims))])
+    return largest, total, acc_dtype
 
 
 @lowers("tp.logsumexp", summary="max reduction, then sum of exp(x - max) (`linalg.generic` "
@@ -295,14 +329,15 @@ def _logsumexp(ctx: LowerCtx) -> list[ir.Value]:
     (x, t), out = ctx.inputs()[0], ctx.out_types[0]
     dims = ctx.opdef.reduced(t, ctx.attrs)
     work = out.dtype.computes_in
-    largest, total = _shifted_exp_sum(x, t, dims, out.dtype, work)
+    largest, total, acc_dtype = _shifted_exp_sum(x, t, dims, out.dtype, work)
     rt = _reduced_type(t, dims, work)
 
     def fn(args):
         shift = _finite_or_zero(args[0], work)
-        return cast_scalar(arith.AddFOp(math.LogOp(args[1]).result, shift).result, work, out.dtype)
+        log = math.LogOp(args[1]).result
+        return cast_scalar(arith.AddFOp(cast_scalar(log, acc_dtype, work), shift).result, work, out.dtype)
 
-    value = elementwise([(largest, rt), (total, rt)], rt.with_dtype(out.dtype), fn)
+    value = elementwise([(largest, rt), (total, rt.with_dtype(acc_dtype))], rt.with_dtype(out.dtype), fn)
     return [_keepdim(value, t, dims, out, x)]
 
 
@@ -355,7 +390,7 @@ def _softmax_family(ctx: LowerCtx, log: bool) -> list[ir.Value]:
     (x, t), out = ctx.inputs()[0], ctx.out_types[0]
     dims = _along(ctx, t)
     work = out.dtype.computes_in
-    largest, total = _shifted_exp_sum(x, t, dims, out.dtype, work)
+    largest, total, acc_dtype = _shifted_exp_sum(x, t, dims, out.dtype, work)
     kept = _kept_map(t.rank, dims)
     init = empty(sizes_of(x, out), out.dtype)
     ident = identity_map(t.rank)
@@ -363,10 +398,11 @@ def _softmax_family(ctx: LowerCtx, log: bool) -> list[ir.Value]:
     def body(args):
         shift = _finite_or_zero(args[1], work)
         shifted = arith.SubFOp(_read(args[0], t.dtype, out.dtype, work), shift).result
+        total = cast_scalar(args[2], acc_dtype, work)
         if log:
-            r = arith.SubFOp(shifted, math.LogOp(args[2]).result).result
+            r = arith.SubFOp(shifted, math.LogOp(total).result).result
         else:
-            r = arith.DivFOp(math.ExpOp(shifted).result, args[2]).result
+            r = arith.DivFOp(math.ExpOp(shifted).result, total).result
         return [cast_scalar(r, work, out.dtype)]
 
     return generic([(x, ident), (largest, kept), (total, kept)], [(init, ident)], body)
@@ -396,28 +432,31 @@ def _layer_norm(ctx: LowerCtx) -> list[ir.Value]:
     k = len(ctx.attrs["normalized_shape"])
     dims = tuple(range(t.rank - k, t.rank))
     work = t.dtype.computes_in
-    n = const_scalar(float(np.prod(ctx.attrs["normalized_shape"])), work)
+    # the statistics in the sums' dtype, the normalization in work
+    acc_dtype = _sum_dtype(work, t, dims)
+    n = const_scalar(float(np.prod(ctx.attrs["normalized_shape"])), acc_dtype)
     eps = const_scalar(ctx.attrs["eps"], work)
     kept = _kept_map(t.rank, dims)
-    total = _reduce(x, t, dims, work, 0.0,
-                    lambda a, acc: arith.AddFOp(cast_scalar(a[0], t.dtype, work), acc).result)
+    total = _reduce(x, t, dims, acc_dtype, 0.0,
+                    lambda a, acc: arith.AddFOp(cast_scalar(a[0], t.dtype, acc_dtype), acc).result)
 
-    def deviation(xv, s):
-        return arith.SubFOp(cast_scalar(xv, t.dtype, work), arith.DivFOp(s, n).result).result
+    def mean(s):
+        return arith.DivFOp(s, n).result
 
     def squares(args, acc):
-        dev = deviation(args[0], args[1])
+        dev = arith.SubFOp(cast_scalar(args[0], t.dtype, acc_dtype), mean(args[1])).result
         return arith.AddFOp(arith.MulFOp(dev, dev).result, acc).result
 
-    sq = _reduce(x, t, dims, work, 0.0, squares, [(total, kept)])
+    sq = _reduce(x, t, dims, acc_dtype, 0.0, squares, [(total, kept)])
     ins = [(x, identity_map(t.rank)), (total, kept), (sq, kept)]
     params = [(p, pt) for p, pt in ((weight, wt), (bias, bt)) if p is not None]
     ins += [(p, dim_map(t.rank, range(t.rank - k, t.rank))) for p, _ in params]
     init = empty(sizes_of(x, out), out.dtype)
 
     def body(args):
-        var = arith.DivFOp(args[2], n).result
-        r = arith.DivFOp(deviation(args[0], args[1]), math.SqrtOp(arith.AddFOp(var, eps).result).result).result
+        var = cast_scalar(arith.DivFOp(args[2], n).result, acc_dtype, work)
+        dev = arith.SubFOp(cast_scalar(args[0], t.dtype, work), cast_scalar(mean(args[1]), acc_dtype, work)).result
+        r = arith.DivFOp(dev, math.SqrtOp(arith.AddFOp(var, eps).result).result).result
         rest = args[3:-1]
         if weight is not None:
             r = arith.MulFOp(r, cast_scalar(rest.pop(0), wt.dtype, work)).result
