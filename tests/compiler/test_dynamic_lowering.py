@@ -92,6 +92,16 @@ def strided_masks(x):
     return (x > 0).int()[::3].sum(0), (x < 0)[:, ::2].long().sum(-1)
 
 
+def flipped_masks(x):
+    # a flipped mask compared with its own negation, then reduced: IREE folds the comparison
+    # to a constant, and with the flip (a gather) in the reduction's dispatch it allocated a
+    # stack buffer of run-time size ("'memref.alloca' op expected no unbounded stack
+    # allocations"; over the 32 KB stack limit for any(1)); the lowering keeps a gather out of
+    # the dispatch of a reduction reading it (_gather_into_reduction in passes/lowering)
+    m = x > 0
+    return (~m.flip(0) == m.flip(0)).all().int(), (~m.flip(0) == m.flip(0)).any(1).int(), m.flip(1).sum(0)
+
+
 CASES = {
     "shapes_and_views": (shapes_and_views, [((2, 6, 3), (3,)), ((1, 1, 3), (3,)), ((4, 9, 3), (3,))]),
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
@@ -101,6 +111,7 @@ CASES = {
     "prefix_sums": (prefix_sums, [((2, 3, 4, 5),), ((1, 2, 1, 3),), ((3, 1, 5, 2),)]),
     "strided_broadcasts": (strided_broadcasts, [((2, 3),), ((4, 2),), ((1, 3),)]),
     "strided_masks": (strided_masks, [((5, 7),), ((4, 3),), ((9, 2),)]),
+    "flipped_masks": (flipped_masks, [((4, 3),), ((1, 5),), ((6, 2),)]),
     "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
     "empty_reshapes": (empty_reshapes, [((0, 5, 6), (0, 5, 3)), ((0, 2, 4), (0, 2, 7)), ((0, 9, 2), (0, 9, 5))]),
 }
