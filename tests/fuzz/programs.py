@@ -9,15 +9,18 @@ int64 and bool, with sizes 0 and 1 among the others. Every value's shape and dty
 tracked while generating, so each program is type-correct by construction; the tracked
 types are checked against eager results too.
 
-Each value also carries a bound on its magnitude and a bound on how far any faithful
+Each value also carries a bound on its magnitude and a rule giving how far any faithful
 implementation (one that rounds each op's result to its dtype, computing half types in
-float32, as eager tensorplay and PyTorch do) can be from the exact result. Float outputs are
-compared with ``TOLERANCE`` of the op table plus twice that bound, so the tolerance grows
-with what the chain can lose (a float16 sum of 60 terms gets more room than one add) and
-stays far below the size of a wrong result; integers and bools compare exactly, NaN
-positions must match. Ops whose result jumps on a rounding difference (comparisons, casts to
-integers, floor, argmax, conditions) only take exact values (inputs, and values computed
-without rounding from them), so two correct implementations can never disagree on them.
+float32, as eager tensorplay and PyTorch do) can be from the exact result, from its operands'
+magnitudes and errors. The generator evaluates the rules with the magnitude bounds; the
+comparison evaluates them again with the magnitudes an eager run measured (:func:`measure`,
+:meth:`Program.errors`), and a float element passes within four units of roundoff of the
+reference element plus twice that bound: the tolerance grows with what the chain can lose (a
+float16 sum of 60 terms gets more room than one add) and follows the values, not the bound
+of the program; integers and bools compare exactly, NaN positions must match. Ops whose
+result jumps on a rounding difference (comparisons, casts to integers, floor, argmax,
+conditions) only take exact values (inputs, and values computed without rounding from
+them), so two correct implementations can never disagree on them.
 
 :func:`run` executes programs in three variants, each compared with eager tensorplay
 (running the function uncompiled) and with PyTorch where installed:
@@ -47,14 +50,14 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 import tensorplay as tp
-from tests.opinfo import TOLERANCE, to_numpy
+from tests.opinfo import to_numpy
 
 try:
     import torch
@@ -173,6 +176,11 @@ def _rnd(dtype: Any, mag: float) -> float:
     return (_U32 + _UNIT[dtype]) * mag if _is_float(dtype) else 0.0
 
 
+def _same(a: Value, mag: float) -> float:
+    """The error rule of an op that moves or selects elements without computing: ``a``'s."""
+    return a.err
+
+
 # --- programs -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -187,6 +195,12 @@ class Value:
     mag: float
     err: float = 0.0
     nan: bool = False
+    #: how ``err`` follows from the operands: ``rule(*operands, mag)`` gives the error bound
+    #: from the operands' magnitudes and errors and this value's magnitude. The generator
+    #: calls it with the bounds; :meth:`Program.errors` again with the magnitudes a run
+    #: measured, for the tolerances. None: ``err`` is fixed (0 for inputs and non-floats).
+    rule: Callable[..., float] | None = field(default=None, compare=False, repr=False)
+    operands: tuple[Value, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def rank(self) -> int:
@@ -252,14 +266,44 @@ class Program:
     def results(self, variant: str) -> tuple[Value, ...]:
         return self.outputs + ((self.brk.out,) if variant == "break" else ())
 
-    def source(self, variant: str) -> str:
-        """The program as a function ``f`` of its inputs returning a tuple of its outputs."""
+    def source(self, variant: str, *, every: bool = False) -> str:
+        """The program as a function ``f`` of its inputs returning a tuple of its outputs
+        (``every``: a dict of all its values, inputs included)."""
         first, mid, rest = self.statements(variant)
         lines = [f"def f({', '.join(i.value.name for i in self.inputs)}):"]
         lines += ["    " + line for s in first + mid + rest for line in s.lines]
-        names = [v.name for v in self.results(variant)]
-        lines.append(f"    return ({', '.join(names)},)")
+        if every:
+            lines.append(f"    return {{{', '.join(f'{v.name!r}: {v.name}' for v in self.values())}}}")
+        else:
+            names = [v.name for v in self.results(variant)]
+            lines.append(f"    return ({', '.join(names)},)")
         return "\n".join(lines) + "\n"
+
+    def values(self) -> list[Value]:
+        """Every value in the order computed: inputs, the body's, the break variant's."""
+        return [i.value for i in self.inputs] + [s.out for s in self.body] + [self.brk.out]
+
+    def errors(self, mags: Mapping[str, float]) -> dict[str, float]:
+        """The error bound of every value, from the rules of :attr:`Value.rule` evaluated with
+        the magnitudes ``mags`` (the largest ``|element|`` of each value in one run, NaN
+        ignored) in place of the generator's bounds on them."""
+        errs: dict[str, float] = {}
+        views: dict[str, Value] = {}
+        ops = {s.out.name: s.op for s in self.body}
+        for v in self.values():
+            m = mags[v.name]
+            e = v.err
+            if ops.get(v.name) == "sub" and len({o.name for o in v.operands}) == 1:
+                # a value less itself is 0 (or NaN) in every implementation (the generator's
+                # bound, which chose the program, does not know it: kept as it was)
+                e = 0.0
+            elif v.rule is not None:
+                operands = [views[o.name] for o in v.operands]
+                e = v.rule(*operands, m)
+                e = v.rule(*operands, m + e)  # the exact result may be that much larger
+            errs[v.name] = e
+            views[v.name] = replace(v, mag=m + e, err=e)
+        return errs
 
     def args_source(self) -> str:
         return f"({', '.join(i.expr() for i in self.inputs)},)"
@@ -439,21 +483,28 @@ class _Builder:
         return a is b or self.negates.get(a.name) == b.name or self.negates.get(b.name) == a.name
 
     # committing a statement
-    def emit(self, rhs: str, shape: Sequence[int], dtype: Any, mag: float, err: float = 0.0,
-             nan: bool = False, *, op: str, uses: Sequence[Value]) -> Value | None:
+    def emit(self, rhs: str, shape: Sequence[int], dtype: Any, mag: float,
+             err: float | Callable[..., float] = 0.0, nan: bool = False, *, op: str, uses: Sequence[Value],
+             args: Sequence[Value] | None = None) -> Value | None:
+        """Commit ``out = rhs``; ``err`` is a fixed bound or a rule ``err(*args, mag)`` over the
+        operands ``args`` (default: ``uses``), see :attr:`Value.rule`."""
         shape = tuple(int(s) for s in shape)
         if math.prod(shape) > _MAX_NUMEL:
             return None
         if dtype is tp.bool:
             mag = 1.0
+        rule, operands = None, ()
+        if callable(err):
+            rule, operands = err, tuple(uses if args is None else args)
+            err = rule(*operands, mag)
         if _is_float(dtype):
             if not mag <= _MAX_FLOAT or err > _MAX_REL_ERR * max(mag, 1.0):
                 return None
         elif not mag <= _MAX_INT:
             return None
         else:
-            err = 0.0
-        value = Value(f"v{self.count}", shape, dtype, float(mag), float(err), nan)
+            err, rule, operands = 0.0, None, ()
+        value = Value(f"v{self.count}", shape, dtype, float(mag), float(err), nan, rule, operands)
         self.count += 1
         self.values.append(value)
         self.body.append(Stmt((f"{value.name} = {rhs}",), value, tuple(u.name for u in uses), op))
@@ -486,13 +537,18 @@ class _Builder:
         if limit is not None and a.mag > limit:
             return None
         out = a.dtype if a.is_float else tp.float32
-        err = a.err
-        if name == "log" and a.is_float:  # |a| + 1 rounds first
-            err += _rnd(a.dtype, a.mag + 1)
-        mag = bound(a.mag)
-        prop = math.sqrt(err) if lip is None else lip(a.mag) * err
-        return self.emit(self.choice(forms).format(a=a.name), a.shape, out, mag,
-                         prop + _LIBM * mag + _rnd(out, mag), a.nan, op=name, uses=[a])
+
+        def err(a: Value, mag: float) -> float:
+            e = a.err
+            if name == "log" and a.is_float:  # |a| + 1 rounds first
+                e += _rnd(a.dtype, a.mag + 1)
+            prop = math.sqrt(e) if lip is None else lip(a.mag) * e
+            # the function's error scales with its bound at |a|, not with the result: gelu(-2)
+            # = -2 * (1 + erf(-1.41)) / 2 loses to cancellation what erf gets wrong at 1
+            return prop + _LIBM * max(mag, bound(a.mag)) + _rnd(out, mag)
+
+        return self.emit(self.choice(forms).format(a=a.name), a.shape, out, bound(a.mag), err, a.nan,
+                         op=name, uses=[a])
 
     def t_unary_exact(self) -> Value | None:
         a = self.pick()
@@ -529,7 +585,7 @@ class _Builder:
             if a.is_float:
                 return None  # square of floats is unary_math's
             rhs, mag = self.choice(("tp.square({a})", "{a} * {a}")), a.mag * a.mag
-        return self.emit(rhs.format(a=a.name), a.shape, a.dtype, mag, a.err, a.nan, op=name, uses=[a])
+        return self.emit(rhs.format(a=a.name), a.shape, a.dtype, mag, _same, a.nan, op=name, uses=[a])
 
     def t_binary(self) -> Value | None:
         a = self.pick()
@@ -563,26 +619,32 @@ class _Builder:
         rhs = self.choice(forms).format(a=a.name, b=b.name)
         nan = a.nan or b.nan
         if name in ("div", "floor_divide", "remainder"):
-            den_err = b.err + _rnd(b.dtype, b.mag + 1)
-            den = Value("", b.shape, b.dtype, b.mag + 1, den_err)
-            d = result_type(a, den)
+            def denominator(b: Value) -> Value:  # |b| + 1, rounded to b's dtype
+                return Value("", b.shape, b.dtype, b.mag + 1, b.err + _rnd(b.dtype, b.mag + 1))
+
+            d = result_type(a, denominator(b))
             if name == "div":
                 d = d if _is_float(d) else tp.float32
-                ea = _conv(a, d)
-                err = ea + (a.mag + ea) * _conv(den, d) + _rnd(d, a.mag)
-                return self.emit(rhs, shape, d, a.mag, err, nan, op=name, uses=[a, b])
+
+                def quotient(a: Value, b: Value, mag: float) -> float:
+                    ea = _conv(a, d)
+                    return ea + (a.mag + ea) * _conv(denominator(b), d) + _rnd(d, mag)
+
+                return self.emit(rhs, shape, d, a.mag, quotient, nan, op=name, uses=[a, b])
             mag = a.mag if name == "floor_divide" else b.mag + 1
             return self.emit(rhs, shape, d, mag, op=name, uses=[a, b])
         d = result_type(a, b)
-        ea, eb = _conv(a, d), _conv(b, d)
-        if name in ("maximum", "minimum"):
-            mag, err = max(a.mag, b.mag), max(ea, eb)
-        elif name == "mul":
-            mag = a.mag * b.mag
-            err = a.mag * eb + b.mag * ea + ea * eb + _rnd(d, mag)
-        else:
-            mag = a.mag + b.mag
-            err = ea + eb + _rnd(d, mag)
+
+        def err(a: Value, b: Value, mag: float) -> float:
+            ea, eb = _conv(a, d), _conv(b, d)
+            if name in ("maximum", "minimum"):
+                return max(ea, eb)
+            if name == "mul":
+                return a.mag * eb + b.mag * ea + ea * eb + _rnd(d, mag)
+            return ea + eb + _rnd(d, mag)
+
+        mag = max(a.mag, b.mag) if name in ("maximum", "minimum") else a.mag * b.mag if name == "mul" \
+            else a.mag + b.mag
         family = name if a.shape == b.shape else f"{name} broadcast"
         return self.emit(rhs, shape, d, mag, err, nan, op=family, uses=[a, b])
 
@@ -599,12 +661,13 @@ class _Builder:
         d = result_type(a, c)
         if d is tp.bool:
             return None
-        ea = _conv(a, d)
-        if name.endswith("mul"):
-            mag, err = a.mag * abs(c), abs(c) * ea
-        else:
-            mag, err = a.mag + abs(c), ea
-        return self.emit(rhs, a.shape, d, mag, err + _rnd(d, mag), a.nan, op=f"{name} scalar", uses=[a])
+        scale = abs(c) if name.endswith("mul") else 1.0
+
+        def err(a: Value, mag: float) -> float:
+            return scale * _conv(a, d) + _rnd(d, mag)
+
+        mag = a.mag * abs(c) if name.endswith("mul") else a.mag + abs(c)
+        return self.emit(rhs, a.shape, d, mag, err, a.nan, op=f"{name} scalar", uses=[a])
 
     def t_compare(self) -> Value | None:
         a = self.pick(lambda v: v.exact)
@@ -662,18 +725,22 @@ class _Builder:
             b = self.choice((0, 1, 0.5, -1.5))
             b_name, b_uses, shape = _scalar(b), [], broadcast(c.shape, a.shape)
             d = result_type(a, b)
-            mag, err, nan = max(a.mag, abs(b)), _conv(a, d), a.nan
+            mag, nan, args = max(a.mag, abs(b)), a.nan, [a]
         else:
             b = self.pick(lambda v: broadcast(c.shape, a.shape, v.shape) is not None)
             if b is None:
                 return None
             b_name, b_uses, shape = b.name, [b], broadcast(c.shape, a.shape, b.shape)
             d = result_type(a, b)
-            mag, err, nan = max(a.mag, b.mag), max(_conv(a, d), _conv(b, d)), a.nan or b.nan
+            mag, nan, args = max(a.mag, b.mag), a.nan or b.nan, [a, b]
         rhs = f"tp.where({c_name}, {a.name}, {b_name})"
         if c_name == c.name and b_uses and self.chance(0.3):
             rhs = f"{a.name}.where({c_name}, {b_name})"
-        return self.emit(rhs, shape, d, mag, err, nan, op="where", uses=c_uses + [a] + b_uses)
+
+        def err(*operands: Value) -> float:  # the branches, then the magnitude
+            return max(_conv(v, d) for v in operands[:-1])
+
+        return self.emit(rhs, shape, d, mag, err, nan, op="where", uses=c_uses + [a] + b_uses, args=args)
 
     _CAST_METHODS = {tp.float32: "float", tp.float16: "half", tp.bfloat16: "bfloat16", tp.int32: "int",
                      tp.int64: "long", tp.bool: "bool"}
@@ -685,7 +752,10 @@ class _Builder:
             if not a.exact or a.nan and d is not tp.bool:
                 return None  # rounding differences and NaN would jump
         mag = math.floor(a.mag) if a.is_float and d in INTS else a.mag
-        err = _conv(a, d) if a.is_float and _is_float(d) else 0.0
+
+        def err(a: Value, mag: float) -> float:
+            return _conv(a, d) if a.is_float and _is_float(d) else 0.0
+
         rhs = f"{a.name}.to({_dt(d)})" if self.chance(0.5) else f"{a.name}.{self._CAST_METHODS[d]}()"
         return self.emit(rhs, a.shape, d, mag, err, a.nan and _is_float(d), op="cast", uses=[a])
 
@@ -722,10 +792,15 @@ class _Builder:
                 return None
             d = a.dtype if a.is_float else tp.int64
             if name == "sum":
+                def err(a: Value, mag: float) -> float:  # n terms, each at most a.mag
+                    return n * a.err + n * n * _U32 * a.mag + _rnd(d, mag)
+
                 mag = n * a.mag
-                err = n * a.err + n * n * _U32 * a.mag + _rnd(d, mag) if a.is_float else 0.0
             else:
-                mag, err = a.mag, a.err + n * _U32 * a.mag + _rnd(d, a.mag)
+                def err(a: Value, mag: float) -> float:
+                    return a.err + n * _U32 * a.mag + _rnd(d, mag)
+
+                mag = a.mag
             nan = a.nan or (name == "mean" and n == 0 and math.prod(shape) > 0)
             return self.emit(call.format(fn=name), shape, d, mag, err, nan, op=name, uses=[a])
         if name in ("all", "any"):
@@ -743,7 +818,7 @@ class _Builder:
             rhs = self.choice((f"tp.{name}({a.name}, {dim}{kd}).values", f"{a.name}.{name}(dim={dim}{kd})[0]"))
         else:
             rhs = call.format(fn=name)
-        return self.emit(rhs, shape, a.dtype, a.mag, a.err, a.nan, op="amax/amin" if name[0] == "a" else name,
+        return self.emit(rhs, shape, a.dtype, a.mag, _same, a.nan, op="amax/amin" if name[0] == "a" else name,
                          uses=[a])
 
     def t_softmax(self) -> Value | None:
@@ -760,17 +835,22 @@ class _Builder:
             dim = self._dim_arg(dims)
             kd = ", keepdim=True" if keepdim else ""
             rhs = self.choice((f"tp.logsumexp({a.name}, {dim}{kd})", f"{a.name}.logsumexp(dim={dim}{kd})"))
-            mag = a.mag + math.log(max(n, 1))
-            return self.emit(rhs, shape, a.dtype, mag, a.err + _LIBM * mag + _rnd(a.dtype, mag), a.nan,
-                             op=name, uses=[a])
+            def lse(a: Value, mag: float) -> float:
+                # max(a) + log(sum(exp(a - max(a)))): math on values up to |a| + log(n)
+                return a.err + _LIBM * (a.mag + math.log(max(n, 1))) + _rnd(a.dtype, mag)
+
+            return self.emit(rhs, shape, a.dtype, a.mag + math.log(max(n, 1)), lse, a.nan, op=name, uses=[a])
         d = self.dim(a)
         forms = (f"tp.{name}({a.name}, dim={d})", f"{a.name}.{name}({d})",
                  f"tp.nn.functional.{name}({a.name}, dim={d})")
-        if name == "softmax":
-            mag = 1.0
-        else:
-            mag = 2 * a.mag + math.log(max(a.shape[d] if a.shape else 1, 1))
-        err = 2 * a.err + _LIBM * max(mag, 1.0) + _rnd(a.dtype, mag)
+        log_n = math.log(max(a.shape[d] if a.shape else 1, 1))
+
+        def err(a: Value, mag: float) -> float:
+            # exp(a - max(a)) is at most 1; log_softmax's a - max(a) - log(sum) at most 2|a| + log(n)
+            inner = 1.0 if name == "softmax" else max(2 * a.mag + log_n, 1.0)
+            return 2 * a.err + _LIBM * inner + _rnd(a.dtype, mag)
+
+        mag = 1.0 if name == "softmax" else 2 * a.mag + log_n
         return self.emit(self.choice(forms), a.shape, a.dtype, mag, err, a.nan, op=name, uses=[a])
 
     def t_cumsum(self) -> Value | None:
@@ -778,10 +858,12 @@ class _Builder:
         d = self.dim(a)
         n = a.shape[d] if a.shape else 1
         out = a.dtype if a.is_float else tp.int64
-        mag = n * a.mag
-        err = n * a.err + n * n * _U32 * a.mag + _rnd(out, mag) if a.is_float else 0.0
+
+        def err(a: Value, mag: float) -> float:
+            return n * a.err + n * n * _U32 * a.mag + _rnd(out, mag)
+
         rhs = self.choice((f"tp.cumsum({a.name}, dim={d})", f"{a.name}.cumsum({d})"))
-        return self.emit(rhs, a.shape, out, mag, err, a.nan, op="cumsum", uses=[a])
+        return self.emit(rhs, a.shape, out, n * a.mag, err, a.nan, op="cumsum", uses=[a])
 
     # --- matmul ---
     def t_matmul(self) -> Value | None:
@@ -813,16 +895,15 @@ class _Builder:
             if batch is None:
                 return None
             shape = batch + (a.shape[-2], b_shape[-1])
-        eb = b.err
         if b.dtype is not a.dtype:  # matmul takes one dtype
-            eb = _conv(b, a.dtype) if a.is_float else 0.0
             b_name = f"{b_name}.to({_dt(a.dtype)})"
         rhs = self.choice((f"{a.name} @ {b_name}", f"tp.matmul({a.name}, {b_name})"))
-        mag = k * a.mag * b.mag
-        err = 0.0
-        if a.is_float:
-            err = k * (a.mag * eb + b.mag * a.err + a.err * eb) + k * k * _U32 * a.mag * b.mag + _rnd(a.dtype, mag)
-        return self.emit(rhs, shape, a.dtype, mag, err, a.nan or b.nan, op="matmul", uses=[a, b])
+
+        def err(a: Value, b: Value, mag: float) -> float:  # k products, each at most |a| |b|
+            eb = _conv(b, a.dtype) if b.dtype is not a.dtype else b.err
+            return k * (a.mag * eb + b.mag * a.err + a.err * eb) + k * k * _U32 * a.mag * b.mag + _rnd(a.dtype, mag)
+
+        return self.emit(rhs, shape, a.dtype, k * a.mag * b.mag, err, a.nan or b.nan, op="matmul", uses=[a, b])
 
     # --- shapes ---
     def _new_shape(self, numel: int) -> tuple[int, ...]:
@@ -874,7 +955,7 @@ class _Builder:
                 d = self.dim(a)
                 shape = a.shape if a.shape[d] != 1 else a.shape[:d % a.rank] + a.shape[d % a.rank + 1:]
                 rhs = f"{a.name}.squeeze({d})"
-        return self.emit(rhs, shape, a.dtype, a.mag, a.err, a.nan, op=name, uses=[a])
+        return self.emit(rhs, shape, a.dtype, a.mag, _same, a.nan, op=name, uses=[a])
 
     def t_permute(self) -> Value | None:
         a = self.pick(lambda v: v.rank >= 2)
@@ -896,7 +977,7 @@ class _Builder:
             if self.chance(0.5):
                 d0 -= a.rank
             rhs = self.choice((f"{a.name}.transpose({d0}, {d1})", f"tp.transpose({a.name}, {d0}, {d1})"))
-        return self.emit(rhs, shape, a.dtype, a.mag, a.err, a.nan, op="permute", uses=[a])
+        return self.emit(rhs, shape, a.dtype, a.mag, _same, a.nan, op="permute", uses=[a])
 
     def _index_item(self, n: int) -> tuple[str, int | None]:
         """An index of a dim of size ``n`` and the resulting size (None: the dim is dropped)."""
@@ -978,7 +1059,7 @@ class _Builder:
                 i = int(self.rng.integers(-(-n // size)))
                 shape[d] = min(size, n - i * size)
                 rhs = self.choice((f"{a.name}.chunk({c}, {d})[{i}]", f"tp.chunk({a.name}, {c}, dim={d})[{i}]"))
-        return self.emit(rhs, shape, a.dtype, a.mag, a.err, a.nan, op=name, uses=[a])
+        return self.emit(rhs, shape, a.dtype, a.mag, _same, a.nan, op=name, uses=[a])
 
     def t_cat(self) -> Value | None:
         a = self.pick(lambda v: v.rank >= 1)
@@ -1005,7 +1086,10 @@ class _Builder:
         d_out = parts[0].dtype
         for p in parts[1:]:
             d_out = promote(d_out, p.dtype)
-        err = max(_conv(p, d_out) for p in parts)
+
+        def err(*operands: Value) -> float:  # the parts, then the magnitude
+            return max(_conv(p, d_out) for p in operands[:-1])
+
         mag = max(p.mag for p in parts)
         return self.emit(rhs, shape, d_out, mag, err, any(p.nan for p in parts), op=name, uses=parts)
 
@@ -1021,7 +1105,7 @@ class _Builder:
             rhs = f"{a.name}.expand({', '.join(map(str, spec))})" if spec else f"{a.name}.expand(())"
         else:
             rhs = f"tp.broadcast_to({a.name}, {_dims_str(shape)})"
-        return self.emit(rhs, shape, a.dtype, a.mag, a.err, a.nan, op="expand", uses=[a])
+        return self.emit(rhs, shape, a.dtype, a.mag, _same, a.nan, op="expand", uses=[a])
 
     # --- the graph break ---
     def graph_break(self) -> tuple[int, Stmt, Stmt]:
@@ -1039,8 +1123,11 @@ class _Builder:
             prep = Stmt((f"c0 = {cond}",), None, (j.name,), "break")
             a = self.pick(among=numeric)
             test = self.choice(("bool(c0)", "c0", "c0.item()"))
+            def doubled(a: Value, mag: float) -> float:
+                return 2 * a.err + _rnd(a.dtype, mag)
+
             mag = max(2 * a.mag, a.mag + 1)
-            v = Value(out, a.shape, a.dtype, mag, 2 * a.err + _rnd(a.dtype, mag), a.nan)
+            v = Value(out, a.shape, a.dtype, mag, doubled(a, mag), a.nan, doubled if a.is_float else None, (a,))
             lines = (f"if {test}:", f"    {out} = {a.name} * 2", "else:", f"    {out} = {a.name} - 1")
             return split, prep, Stmt(lines, v, (a.name,), "break if")
         ints = [v for v in early if not v.is_float]
@@ -1048,17 +1135,22 @@ class _Builder:
         if kind == "int" and ints:
             j = self.pick(among=ints)
             prep = Stmt((f"c0 = {j.name}.sum()",), None, (j.name,), "break")
-            s_mag, s_err, conv, s = j.numel * j.mag, 0.0, "int(c0)", 1
+            s_mag, conv, s = j.numel * j.mag, "int(c0)", 1
         else:
             j = self.pick(among=early)
             fn = "mean" if j.numel else "sum"
             prep = Stmt((f"c0 = {j.name}.float().{fn}()",), None, (j.name,), "break")
             s_mag = j.mag
-            s_err = _conv(j, tp.float32) + j.numel * _U32 * j.mag + 2 * _U32 * j.mag
             conv, s = ("float(c0)" if kind != "item" else "c0.item()"), 1.0
         d = result_type(a, s)
+
+        def shifted(a: Value, j: Value, mag: float) -> float:  # a + s0, s0 the (float) mean of j
+            s_err = 0.0 if isinstance(s, int) else _conv(j, tp.float32) + j.numel * _U32 * j.mag + 2 * _U32 * j.mag
+            return _conv(a, d) + s_err + _rnd(d, mag)
+
         mag = a.mag + s_mag
-        v = Value(out, a.shape, d, mag, _conv(a, d) + s_err + _rnd(d, mag), a.nan or j.nan)
+        v = Value(out, a.shape, d, mag, shifted(a, j, mag), a.nan or j.nan, shifted if _is_float(d) else None,
+                  (a, j))
         lines = (f"s0 = {conv}", f"{out} = {a.name} + s0")
         return split, prep, Stmt(lines, v, (a.name,), f"break {kind if kind != 'if' else 'float'}")
 
@@ -1083,22 +1175,43 @@ def generate(seed: int, index: int) -> Program:
 
 # --- comparing ------------------------------------------------------------------------------
 
-def tolerance(value: Value) -> tuple[float, float]:
+def tolerance(value: Value, err: float | None = None) -> tuple[float, float]:
     """(rtol, atol) for comparing ``value`` between two implementations: exact for integers
-    and bools; for floats the op table's tolerance plus twice the value's error bound (each
-    side may be that far from the exact result)."""
+    and bools; for floats, relative to each element four units of roundoff of the dtype (each
+    side may round it differently) and, absolute, twice the value's error bound ``err`` (each
+    side may be that far from the exact result): :meth:`Program.errors` gives it from the
+    magnitudes a run measured; without it, the generator's bound ``value.err``."""
     if not value.is_float:
         return 0.0, 0.0
-    rtol, atol = TOLERANCE[value.dtype]
-    return rtol, atol + 2 * value.err
+    return 4 * _UNIT[value.dtype], 2 * (value.err if err is None else err)
+
+
+def measure(p: Program) -> dict[str, float] | None:
+    """The largest ``|element|`` (NaN ignored, 0 for empty values) of every value of ``p`` in
+    an eager run of its break variant, which computes all of them; None if that run raises."""
+    filename = f"<fuzz {p.seed}:{p.index} measure>"
+    fn = _define(p.source("break", every=True), tp, filename)
+    try:
+        got = fn(*_args(p, tp))
+    except Exception:  # noqa: BLE001 - the eager run reports it
+        return None
+    finally:
+        linecache.cache.pop(filename, None)
+    mags = {}
+    for name, t in got.items():
+        a = np.asarray(to_numpy(t), dtype=np.float64)
+        a = np.abs(a[np.isfinite(a)])
+        mags[name] = float(a.max()) if a.size else 0.0
+    return mags
 
 
 def _dtype_name(t: Any) -> str:
     return str(t.dtype).rsplit(".", 1)[-1]
 
 
-def compare(got: Any, want: Any, value: Value) -> str | None:
-    """None if ``got`` matches ``want`` (results of either library) for ``value``, else why not."""
+def compare(got: Any, want: Any, value: Value, err: float | None = None) -> str | None:
+    """None if ``got`` matches ``want`` (results of either library) for ``value`` (whose error
+    bound is ``err``, see :func:`tolerance`), else why not."""
     if _dtype_name(got) != _dtype_name(want) or tuple(got.shape) != tuple(want.shape):
         return f"{_dtype_name(got)} {list(got.shape)} vs {_dtype_name(want)} {list(want.shape)}"
     g, w = np.asarray(to_numpy(got)), np.asarray(to_numpy(want))
@@ -1113,7 +1226,7 @@ def compare(got: Any, want: Any, value: Value) -> str | None:
     if (gn != wn).any():
         at = tuple(int(i) for i in np.argwhere(gn != wn)[0])
         return f"NaN positions differ ({int(gn.sum())} vs {int(wn.sum())} NaNs), first at {at}: {g[at]} vs {w[at]}"
-    rtol, atol = tolerance(value)
+    rtol, atol = tolerance(value, err)
     with np.errstate(invalid="ignore"):
         diff = np.where(gn | (g == w), 0.0, np.abs(g - w))
     bad = diff > atol + rtol * np.abs(w)
@@ -1138,12 +1251,18 @@ class Failure:
     source: str = "static"
     #: the programs compiled together, where the program alone does not fail
     group: tuple[Program, ...] = ()
+    #: each value's error bound from measured magnitudes (Program.errors), for the tolerances
+    errors: Mapping[str, float] | None = None
 
     def reproducer(self) -> str:
         """A script that reruns the failing comparison on its own."""
         p = self.program
         variant = self.source if self.variant in ("eager", "torch") else self.variant
-        tols = ", ".join(f"({r:g}, {a:.4g})" for r, a in map(tolerance, p.results(variant)))
+        errors = self.errors or {}
+        tols = ", ".join(f"({r:.4g}, {a:.4g})" for r, a in (tolerance(v, errors.get(v.name))
+                                                             for v in p.results(variant)))
+        types = ", ".join(f"({v.dtype.name!r}, {v.shape})" for v in p.results(variant))
+        kw = "".join(f", {k}={v!r}" for k, v in VARIANTS[variant].items())
         lines = [f"# tensorplay fuzz program: seed {p.seed}, index {p.index}, {self.variant}",
                  f"# rerun: python -m tests.fuzz.programs --seed {p.seed} --index {p.index}",
                  "import numpy as np", "", "import tensorplay as tp", "", "", PREAMBLE, "",
@@ -1157,12 +1276,15 @@ class Failure:
                  "atol=atol, equal_nan=True)",
                  "", "", "want = f(*make_args())"]
         if self.variant == "eager":
-            lines.append("check(want, want)")
+            # eager raised, or gave other types than the generator's rules: the types, then
+            # the compiled program against eager
+            lines += [f"TYPES = [{types}]  # (dtype, shape) of each output by PyTorch's rules",
+                      "assert [(str(w.dtype).rsplit('.', 1)[-1], tuple(w.shape)) for w in want] == TYPES",
+                      f"check(tp.compile(f{kw})(*make_args()), want)"]
         elif self.variant == "torch":
             lines += ["import torch as tp  # noqa: E402  - the same program on PyTorch",
                       "check(f(*make_args()), want)"]
         else:
-            kw = "".join(f", {k}={v!r}" for k, v in VARIANTS[variant].items())
             lines.append(f"check(tp.compile(f{kw})(*make_args()), want)")
         return "\n".join(lines) + "\n"
 
@@ -1214,12 +1336,13 @@ def _error() -> str:
     return traceback.format_exc(limit=-6).rstrip()
 
 
-def _check(p: Program, results: tuple[Value, ...], got: Any, want: Any, what: str) -> list[str]:
+def _check(p: Program, results: tuple[Value, ...], got: Any, want: Any, what: str,
+           errors: Mapping[str, float] | None = None) -> list[str]:
     out = []
     if not isinstance(got, tuple) or len(got) != len(results):
         return [f"{what}: expected a tuple of {len(results)} results, got {type(got).__name__}"]
     for i, (v, g, w) in enumerate(zip(results, got, want)):
-        msg = compare(g, w, v)
+        msg = compare(g, w, v, None if errors is None else errors[v.name])
         if msg:
             out.append(f"{what}: output {i} {v.describe()}: {msg}")
     return out
@@ -1248,17 +1371,20 @@ def run_group(programs: Sequence[Program], *, use_torch: bool = True,
     report = Report(programs=len(programs))
     lib_torch = torch if use_torch else None
     wants: dict[tuple[int, str], Any] = {}
+    errors: dict[int, dict[str, float]] = {}
     live = []
     for p in programs:
         report.ops.update(p.ops)
         report.dtypes.update(i.value.dtype.name for i in p.inputs)
         ok = True
+        mags = measure(p)
+        errs = errors[p.index] = p.errors(mags) if mags is not None else None
         for family in ("static", "break"):
             label = " (break variant)" if family == "break" else ""
             want, err = _eager(p, family, tp)
             report.runs["eager"] += 1
             if err:
-                report.failures.append(Failure(p, "eager", f"eager tensorplay{label}: {err}"))
+                report.failures.append(Failure(p, "eager", f"eager tensorplay{label}: {err}", family, errors=errs))
                 ok = False
                 continue
             wants[p.index, family] = want
@@ -1266,22 +1392,23 @@ def run_group(programs: Sequence[Program], *, use_torch: bool = True,
                 theirs, terr = _eager(p, family, lib_torch)
                 report.runs["torch"] += 1
                 if terr:
-                    report.failures.append(Failure(p, "torch", f"PyTorch{label}: {terr}"))
+                    report.failures.append(Failure(p, "torch", f"PyTorch{label}: {terr}", family, errors=errs))
                 else:
-                    diffs = _check(p, p.results(family), want, theirs, f"eager vs PyTorch{label}")
+                    diffs = _check(p, p.results(family), want, theirs, f"eager vs PyTorch{label}", errs)
                     if diffs:
-                        report.failures.append(Failure(p, "torch", "\n".join(diffs)))
+                        report.failures.append(Failure(p, "torch", "\n".join(diffs), family, errors=errs))
                     wants[p.index, family + " torch"] = theirs
         if ok:
             live.append(p)
     for variant in variants:
         if live:
             report.runs[variant] += len(live)
-            report.failures += _compiled(live, variant, wants)
+            report.failures += _compiled(live, variant, wants, errors)
     return report
 
 
-def _compiled(programs: Sequence[Program], variant: str, wants: dict) -> list[Failure]:
+def _compiled(programs: Sequence[Program], variant: str, wants: dict,
+              errors: Mapping[int, Mapping[str, float] | None]) -> list[Failure]:
     family = "break" if variant == "break" else "static"
     source = group_source(programs, variant)
     filename = f"<fuzz {programs[0].seed}:{programs[0].index}..{programs[-1].index} {variant}>"
@@ -1298,26 +1425,28 @@ def _compiled(programs: Sequence[Program], variant: str, wants: dict) -> list[Fa
         linecache.cache.pop(filename, None)
     if error is not None:
         if len(programs) == 1:
-            return [Failure(programs[0], variant, error)]
-        alone = [f for p in programs for f in _compiled([p], variant, wants)]
-        return alone or [Failure(programs[0], variant, error, tuple(programs))]
+            return [Failure(programs[0], variant, error, errors=errors[programs[0].index])]
+        alone = [f for p in programs for f in _compiled([p], variant, wants, errors)]
+        return alone or [Failure(programs[0], variant, error, group=tuple(programs),
+                                     errors=errors[programs[0].index])]
     failures = []
     for p, g in zip(programs, got):
-        diffs = _check(p, p.results(family), g, wants[p.index, family], f"compiled ({variant}) vs eager")
+        errs = errors[p.index]
+        diffs = _check(p, p.results(family), g, wants[p.index, family], f"compiled ({variant}) vs eager", errs)
         theirs = wants.get((p.index, family + " torch"))
         if diffs and theirs is not None:
-            vs_torch = _check(p, p.results(family), g, theirs, f"compiled ({variant}) vs PyTorch")
-            agree = not _check(p, p.results(family), wants[p.index, family], theirs, "")
+            vs_torch = _check(p, p.results(family), g, theirs, f"compiled ({variant}) vs PyTorch", errs)
+            agree = not _check(p, p.results(family), wants[p.index, family], theirs, "", errs)
             diffs += vs_torch or [f"compiled ({variant}) agrees with PyTorch"]
             if agree:
                 diffs.append("eager tensorplay and PyTorch agree: the compiled program is wrong")
         if not diffs:
             continue
         if len(programs) > 1:
-            alone = _compiled([p], variant, wants)
-            failures += alone or [Failure(p, variant, "\n".join(diffs), tuple(programs))]
+            alone = _compiled([p], variant, wants, errors)
+            failures += alone or [Failure(p, variant, "\n".join(diffs), group=tuple(programs), errors=errs)]
         else:
-            failures.append(Failure(p, variant, "\n".join(diffs)))
+            failures.append(Failure(p, variant, "\n".join(diffs), errors=errs))
     return failures
 
 
