@@ -90,10 +90,11 @@ def _nanogpt(loss):
 
 
 @pytest.mark.vulkan
-@pytest.mark.parametrize("loss", [False, True], ids=["forward", "loss"])
-def test_nanogpt_at_realistic_size_matches_eager_on_vulkan(loss):
+def test_nanogpt_at_realistic_size_matches_eager_on_vulkan():
+    # with targets the model returns its logits and the loss: the forward and the
+    # cross_entropy(..., ignore_index=-1) that failed to compile, in one program
     _vulkan_with_int64()
-    model, idx, targets = _nanogpt(loss)
+    model, idx, targets = _nanogpt(True)
     with tp.no_grad():
         want = model(idx, targets)
         got = tp.compiler.compile(model, backend="iree-vulkan", fullgraph=True)(idx, targets)
