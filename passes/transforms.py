@@ -186,7 +186,7 @@ class TpCanonicalize(Pass):
 
     # each rule returns True when it replaced ``op``
     def _rewrite(self, op: ir.Operation) -> bool:
-        return self._fold(op) or self._identity(op)
+        return self._fold(op) or self._identity(op) or self._self_comparison(op)
 
     def _replace(self, op: ir.Operation, value: ir.Value) -> bool:
         op.results[0].replace_all_uses_with(value)
@@ -258,6 +258,46 @@ class TpCanonicalize(Pass):
                 return self._replace(op, producer.operands[0])
         return False
 
+    def _self_comparison(self, op: ir.Operation) -> bool:
+        """An integer or bool compared or combined with itself, or with its own negation
+        (``x == x``, ``b | ~b``), is the same value everywhere: made a ``tp.full``. IREE 3.13
+        folds these to splats itself, and then reduces a splat wrongly (see
+        ``_splat_into_reduction`` in the lowering); a ``tp.full`` is lowered to a fill that the
+        lowering keeps out of reductions. Floats are left alone (NaN != NaN)."""
+        if op.name not in _SELF_VALUES or len(op.operands) != 2 or len(op.results) != 1:
+            return False
+        a, b = op.operands
+        if M.tensor_type_of(a.type).dtype.is_floating_point or str(a.type) != str(b.type):
+            return False
+        same, negated = _SELF_VALUES[op.name]
+        if a == b:
+            value = same
+        elif _negation_of(a, b) or _negation_of(b, a):
+            value = negated
+        else:
+            return False
+        if value is None:
+            return False
+        out = op.results[0]
+        t = M.tensor_type_of(out.type)
+        if t.has_static_shape:
+            shape = t.shape
+        else:
+            symbolic = M.symbolic_type_of(out)
+            if symbolic is None:
+                return False
+            shape = symbolic.shape
+        if value == -1 and not t.dtype.is_signed:  # all bits set: True, or 255 for uint8
+            value = 1 if t.dtype.is_bool else (1 << t.dtype.bits) - 1
+        opdef = lookup("tp.full")
+        attrs = {"shape": tuple(shape), "value": float(value), "dtype": t.dtype}
+        with ir.InsertionPoint(op), op.location:
+            mlir_attrs = {d.name: M.attr_to_mlir(d, attrs[d.name]) for d in opdef.attributes}
+            if M.SHAPES in op.attributes:
+                mlir_attrs[M.SHAPES] = op.attributes[M.SHAPES]
+            full = ir.Operation.create("tp.full", results=[out.type], attributes=mlir_attrs)
+        return self._replace(op, full.results[0])
+
     def _recreate(self, op: ir.Operation, name: str, operand: ir.Value, attrs: dict) -> bool:
         opdef = lookup(name)
         with ir.InsertionPoint(op), op.location:
@@ -267,6 +307,24 @@ class TpCanonicalize(Pass):
             new = ir.Operation.create(name, results=[op.results[0].type], operands=[operand],
                                       attributes=mlir_attrs)
         return self._replace(op, new.results[0])
+
+
+#: op -> (its value for an integer or bool operand with itself, with its own negation; -1 for
+#: an integer is all bits set, True for a bool; None: not a single value)
+_SELF_VALUES = {
+    "tp.eq": (1, 0), "tp.le": (1, None), "tp.ge": (1, None), "tp.ne": (0, 1), "tp.lt": (0, None),
+    "tp.gt": (0, None), "tp.bitwise_xor": (0, -1), "tp.logical_xor": (0, 1), "tp.bitwise_or": (None, -1),
+    "tp.logical_or": (None, 1), "tp.bitwise_and": (None, 0), "tp.logical_and": (None, 0), "tp.sub": (0, None),
+}
+
+
+def _negation_of(value: ir.Value, other: ir.Value) -> bool:
+    """``value`` is ``~other`` (``bitwise_not``, or ``logical_not`` of a bool)."""
+    producer = _producer(value)
+    if producer is None or producer.operands[0] != other:
+        return False
+    return producer.name == "tp.bitwise_not" or (
+        producer.name == "tp.logical_not" and M.tensor_type_of(other.type).dtype.is_bool)
 
 
 def _producer(value: ir.Value) -> ir.Operation | None:

@@ -269,3 +269,57 @@ def test_a_fence_keeps_its_dispatches_apart_without_a_host_wait():
     assert calls.count("hal.command_buffer.dispatch") == 2, "the fence no longer splits the dispatches"
     assert calls.count("hal.device.queue.execute.indirect") == 1, "the fence costs a queue submission"
     assert calls.count("hal.fence.await") == 1, "the fence costs a host wait"
+
+
+def _splat_reductions(x, b, u):
+    """Reductions of tensors holding one repeated value: fills, and integers or bools compared
+    or combined with themselves or their negation, which IREE folds to fills."""
+    ones = tp.ones_like(x)
+    return (ones.sum(), ones.sum(1), ones.sum(0), ones.mean(), (ones * 2).prod(1),
+            tp.full_like(x, 3.0).amax(1), ones.reshape(-1).sum(), (ones + 1).sum(1, keepdim=True),
+            (b == b).sum(1), (b <= b).sum(), (~b != b).sum(1), (b | ~b).sum(1),
+            tp.logical_or(b > 0, tp.logical_not(b > 0)).sum(1), (b ^ ~b).sum(0)) + (
+        # uint8's all-ones; not on iree-vulkan, whose (~u).sum(1) of a uint8 u is wrong by
+        # itself (docs/limitations.md)
+        () if u is None else ((u | ~u).sum(1),))
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", pytest.param("iree-vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_reductions_of_splats_compile_to_the_eager_result(backend, dynamic):
+    # IREE 3.13 folds the reduction of a fill over the innermost dim to the fill's value
+    # (ones(7, 5).sum(1) gave ones, .sum() gave 5), and folds x == x to such a fill: the
+    # lowering fences a splat from the reduction reading it, and tp-canonicalize makes the
+    # self-comparisons fills
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(f"{backend} unavailable here: {caps.reason}")
+    rng = np.random.default_rng(0)
+    x = tp.tensor(rng.standard_normal((7, 5)).astype(np.float32))
+    b = tp.tensor(rng.integers(-5, 5, (7, 5)).astype(np.int32))
+    u = b.to(tp.uint8) if backend == "iree-cpu" else None
+    tp.compiler.reset()
+    try:
+        got = tp.compile(_splat_reductions, backend=backend, fullgraph=True, dynamic=dynamic)(x, b, u)
+        for i, (g, w) in enumerate(zip(got, _splat_reductions(x, b, u))):
+            np.testing.assert_array_equal(g.cpu().numpy(), w.numpy(), err_msg=f"result {i}")
+    finally:
+        tp.compiler.reset()
+
+
+def test_self_comparisons_of_integers_become_fills_and_splats_are_fenced_from_reductions():
+    g = Graph("splats")
+    x = g.add_input(TensorType((7, 5), tp.int32))
+    f = g.add_input(TensorType((7, 5), tp.float32))
+    eq = g.add1("tp.eq", [x, x])
+    feq = g.add1("tp.eq", [f, f])  # NaN != NaN: a float compared with itself stays
+    g.set_outputs([g.add1("tp.sum", [eq], {"dims": (1,), "keepdim": False}),
+                   g.add1("tp.sum", [feq], {"dims": (1,), "keepdim": False})])
+    module = M.emit(g)
+    run_pipeline(module, "tp-optimize")
+    text = M.print_module(module)
+    assert text.count('"tp.full"') == 1 and text.count('"tp.eq"') == 1, text
+    run_pipeline(module, "convert-tp-to-linalg")
+    lowered = M.print_module(module)
+    assert lowered.count("iree_tensor_ext.compute_barrier.start") == 1, lowered

@@ -122,17 +122,22 @@ class ConvertTpToLinalg(Pass):
     #: false to keep float32 sums over many elements in a float32 accumulator (GPU targets, whose
     #: reductions add partial sums as a tree) rather than accumulating them in float64
     wide_float_sums: bool = True
+    #: false to lower a depthwise convolution as a grouped one (``linalg.conv_2d_ngchw_gfchw``,
+    #: one filter per group): IREE 3.13's SPIR-V code for ``linalg.depthwise_conv_2d_nchw_chw``
+    #: with a stride above 1 is wrong (a 3x3, stride-2 depthwise convolution on lavapipe)
+    depthwise_conv: bool = True
 
     def run(self, module: ir.Operation) -> None:
         _load()
         with lowering_for(TargetTraits(self.float64, self.int64_division, self.fuse_wide_inner_reductions,
-                                       self.wide_float_sums)), \
+                                       self.wide_float_sums, self.depthwise_conv)), \
                 ir.Location.unknown():
             for fn in _functions(module):
                 self._lower_function(fn)
                 _fence(fn, _read_through_two_maps)
                 _fence(fn, _gather_into_reduction)
                 _fence(fn, _product_partly_broadcast_into_reduction)
+                _fence(fn, _splat_into_reduction)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
                 if not self.fuse_wide_inner_reductions:
@@ -258,6 +263,52 @@ def _product_partly_broadcast_into_reduction(op: ir.Operation) -> bool:
             for m in maps[:n_in]:
                 reads = {d for d in _map_dims(m) if d is not None} & reduced
                 if reads and reads != reduced:
+                    return True
+    return False
+
+
+#: ops whose result is a splat when their tensor operands are (or that have none)
+_SPLAT_PRESERVING = ("linalg.generic", "linalg.broadcast", "linalg.transpose", "tensor.expand_shape",
+                     "tensor.collapse_shape", "tensor.cast", "tensor.extract_slice")
+
+
+def _makes_splat(op: ir.Operation, depth: int = 0) -> bool:
+    """Whether ``op``'s result holds one repeated value: a fill or a constant, or what
+    elementwise ops, broadcasts and reshapes make of those alone."""
+    if op.name in ("linalg.fill", "arith.constant", "tensor.splat", "tensor.empty"):
+        return True
+    if op.name not in _SPLAT_PRESERVING or depth > 8:
+        return False
+    for operand in op.operands:
+        if not isinstance(operand.type, ir.RankedTensorType):
+            continue
+        owner = operand.owner
+        if isinstance(owner, ir.Block):
+            return False
+        if not _makes_splat(owner.operation if hasattr(owner, "operation") else owner, depth + 1):
+            return False
+    return True
+
+
+def _splat_into_reduction(op: ir.Operation) -> bool:
+    """A splat (:func:`_makes_splat`) that a reduction reads as an input, directly or through
+    reshapes (``tp.ones_like(x).sum(1)``). IREE 3.13 folds the reduction of a fill over the
+    innermost dim to the fill's value, as if the dim had one element: ``ones(7, 5).sum(1)``
+    compiled to ones, ``.sum()`` to 5 (on every backend, with dynamic sizes too); behind a
+    fence it sums. (The accumulator's own fill, the reduction's init, is not fenced.)"""
+    if not _makes_splat(op) or op.name == "tensor.empty":
+        return False
+    stack, seen = [op], 0
+    while stack and seen < 32:
+        for result in stack.pop().results:
+            for use in result.uses:
+                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                seen += 1
+                if user.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+                    stack.append(user)
+                    continue
+                iterators = _is_reduction(user)
+                if iterators and any(iterators) and use.operand_number < len(user.operands) - len(user.results):
                     return True
     return False
 
