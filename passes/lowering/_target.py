@@ -24,6 +24,9 @@ class TargetTraits:
     #: adds each vector lane's share of the elements one after another; GPU code combines the
     #: threads' partial sums as a tree, whose error grows with the log of the count
     wide_float_sums: bool = True
+    #: ``linalg.depthwise_conv_2d_nchw_chw``; without it a depthwise convolution is a grouped one
+    #: of one filter per group (IREE 3.13's SPIR-V code computes a strided depthwise one wrongly)
+    depthwise_conv: bool = True
 
 
 _CURRENT: ContextVar[TargetTraits] = ContextVar("tp_lowering_target", default=TargetTraits())
