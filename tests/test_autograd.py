@@ -357,6 +357,25 @@ def test_custom_functions_run_their_backward():
     np.testing.assert_allclose(x.grad.numpy(), [7.0, 25.0])
 
 
+def test_backward_from_two_outputs_of_one_node_reaches_the_leaves():
+    # both roots share a backward node: it was counted twice as the leaves' producer, so the
+    # leaves never became ready and got no gradient
+    class Two(tp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return ga * 2 + gb * 3
+
+    x = tp.tensor([1.0, -2.0], requires_grad=True)
+    a, b = Two.apply(x)
+    assert a.grad_fn is b.grad_fn
+    tp.autograd.backward([a, b], [tp.ones(2), tp.full((2,), 2.0)])
+    np.testing.assert_allclose(x.grad.numpy(), [8.0, 8.0])
+
+
 def test_broadcast_and_promoted_operands_get_gradients_in_their_own_shape_and_dtype():
     a = tp.tensor(np.ones((3, 1)), dtype=tp.float32, requires_grad=True)
     b = tp.tensor(np.ones(4), dtype=tp.float64, requires_grad=True)

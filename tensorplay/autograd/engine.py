@@ -332,7 +332,7 @@ def _collect(roots: Sequence[tuple]) -> dict:
     """The number of edges into each node reachable from ``roots``."""
     deps: dict[Any, int] = {}
     seen: set[int] = set()
-    stack = [n for n, _ in roots]
+    stack = list(dict.fromkeys(n for n, _ in roots))  # two outputs of one node are one root node
     for n in stack:
         seen.add(id(n))
     while stack:
