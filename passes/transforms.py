@@ -321,10 +321,11 @@ _SELF_VALUES = {
 def _negation_of(value: ir.Value, other: ir.Value) -> bool:
     """``value`` is ``~other`` (``bitwise_not``, or ``logical_not`` of a bool)."""
     producer = _producer(value)
-    if producer is None or producer.operands[0] != other:
+    if producer is None or producer.name not in ("tp.bitwise_not", "tp.logical_not"):
         return False
-    return producer.name == "tp.bitwise_not" or (
-        producer.name == "tp.logical_not" and M.tensor_type_of(other.type).dtype.is_bool)
+    if producer.operands[0] != other:
+        return False
+    return producer.name == "tp.bitwise_not" or M.tensor_type_of(other.type).dtype.is_bool
 
 
 def _producer(value: ir.Value) -> ir.Operation | None:

@@ -323,3 +323,15 @@ def test_self_comparisons_of_integers_become_fills_and_splats_are_fenced_from_re
     run_pipeline(module, "convert-tp-to-linalg")
     lowered = M.print_module(module)
     assert lowered.count("iree_tensor_ext.compute_barrier.start") == 1, lowered
+
+
+def test_self_comparison_check_reads_operands_only_of_negations():
+    # 3 - x with 3 a tp.constant: the check looked at the constant's first operand (it has
+    # none) and tp-canonicalize failed with IndexError (fuzzer seed 0, index 2)
+    g = Graph("constant_operand")
+    x = g.add_input(TensorType((), tp.int64))
+    three = g.add1("tp.constant", [], {"value": np.asarray(3, np.int64)})
+    g.set_outputs([g.add1("tp.sub", [three, x]), g.add1("tp.sub", [x, three])])
+    module = M.emit(g)
+    run_pipeline(module, "tp-canonicalize")
+    assert M.print_module(module).count('"tp.sub"') == 2
