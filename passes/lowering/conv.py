@@ -9,6 +9,10 @@ uses ``linalg.pooling_nchw_max``/``pooling_nchw_sum``; ``tp.max_pool2d_with_indi
 ``linalg.generic`` reducing (value, flat index) pairs. ``tp.pad`` is ``tensor.pad`` (plus
 ``tensor.extract_slice`` for crops) or, in reflect, replicate and circular modes, a
 ``linalg.generic`` that reads its source element with ``tensor.extract``.
+
+The padded input of a convolution or pool is cut to the rows and columns its windows reach
+(``_cut_to_windows``): IREE rejects a window op with a unit output dim whose input is longer
+than its windows read.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
+from ...dialects.tp.ops.conv import windows_may_miss_input
 from ...dialects.tp.ops.elementwise import cast_array
 from ...dialects.tp.types import is_static
 from . import LowerCtx, lowers
@@ -26,6 +31,7 @@ from ._builder import (beats, unpadded_strided_insert, cast_scalar, scalar_mul, 
                        extremum_identity, filled, generic, identity_map, int_div, loop_index, match_type,
                        parallel, scalar_add, tensor_type)
 from ._sizes import Size, as_index, has_static_zero, index_add, index_const, sizes_of, split_sizes
+from ._target import target
 
 _I = arith.CmpIPredicate
 
@@ -68,11 +74,36 @@ def _window_out(size: Size, known, kernel: Size, stride: int, pad_lo: int, pad_h
     return out
 
 
+def _cut_to_windows(value: ir.Value, sizes: list[Size], out_sizes: Sequence[Size], kernel: Sequence[Size],
+                    stride: Sequence[int], dilation: Sequence[int], elem: ir.Type) -> tuple[ir.Value, list[Size]]:
+    """The padded NCHW ``value`` (of ``sizes``) cut to the rows and columns its windows read,
+    ``(out - 1) * stride + dilation * (kernel - 1) + 1``, where that reach is static and the
+    input may be longer (a stride leaves the last rows unread), and its new sizes. Where IREE
+    drops an output dim of size 1 from a window op, it takes the window loop's trip count from
+    the input: a longer input makes that loop longer than the kernel, and IREE rejects the op
+    ("inferred input/output operand #1 has shape's dimension #2 to be 4, but found 3": a 3x3,
+    stride-2 convolution of a 2x2 input padded by 1)."""
+    new, cut = list(sizes), False
+    for i in (2, 3):
+        o, k = out_sizes[i - 2], kernel[i - 2]
+        if not (isinstance(o, int) and isinstance(k, int) and o > 0 and k > 0):
+            continue
+        reach = (o - 1) * stride[i - 2] + dilation[i - 2] * (k - 1) + 1
+        if not (isinstance(sizes[i], int) and sizes[i] <= reach):
+            new[i], cut = reach, True
+    if not cut:
+        return value, sizes
+    dynamic, static = split_sizes(new)
+    op = tensor.ExtractSliceOp(tensor_type(new, elem), value, [], dynamic, [], [0] * 4, static, [1] * 4)
+    return op.result, new
+
+
 def _padded_pool_input(ctx: LowerCtx, fill: ir.Value, dilation: Sequence[int] = (1, 1),
                        ) -> tuple[ir.Value, list[Size], list[Size]]:
-    """The input of a pooling op padded with ``fill``, its sizes and the output sizes. The
-    high side covers ceil mode's last windows: exactly when the size is static, else by an
-    upper bound (padding beyond the last window is never read)."""
+    """The input of a pooling op padded with ``fill`` (and cut to its windows' reach), its
+    sizes and the output sizes. The high side covers ceil mode's last windows: exactly when
+    the size is static, else by an upper bound (padding beyond the last window is never
+    read)."""
     (x, tx), = ctx.inputs()
     kernel, stride, pad, ceil = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
                                  ctx.attrs["ceil_mode"])
@@ -87,9 +118,10 @@ def _padded_pool_input(ctx: LowerCtx, fill: ir.Value, dilation: Sequence[int] = 
             high.append(max((o - 1) * s + d * (k - 1) + 1 - size - p, 0))
         else:
             high.append(p + (s - 1 if ceil else 0))
-    padded, _ = _pad_constant(x, sizes, [0, 0, pad[0], pad[1]], [0, 0, high[0], high[1]], fill,
-                              elem_type(tx.dtype))
-    return padded, sizes, out_sizes
+    elem = elem_type(tx.dtype)
+    padded, padded_sizes = _pad_constant(x, sizes, [0, 0, pad[0], pad[1]], [0, 0, high[0], high[1]], fill, elem)
+    cut, _ = _cut_to_windows(padded, padded_sizes, out_sizes[2:], kernel, stride, dilation, elem)
+    return cut, sizes, out_sizes
 
 
 def _window_generic(padded: ir.Value, dtype: dt.DType, kernel, stride, dilation, outs: list[ir.Value],
@@ -137,6 +169,7 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
     o, cg, kh, kw = w_sizes
     oh = _window_out(x_sizes[2], out.shape[2], kh, stride[0], 0, 0, dilation[0], False)
     ow = _window_out(x_sizes[3], out.shape[3], kw, stride[1], 0, 0, dilation[1], False)
+    x, x_sizes = _cut_to_windows(x, x_sizes, (oh, ow), (kh, kw), stride, dilation, elem)
     geometry = dict(strides=list(stride), dilations=list(dilation))
     if has_static_zero([cg, kh, kw]):
         # IREE 3.13 crashes compiling a contraction over a static empty dim; the sum is just 0.
@@ -145,7 +178,7 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
         result = _conv_taps(x, w, [n, o, oh, ow], (kh, kw), groups, stride, dilation, dtype, acc_dtype)
     elif groups == 1:
         result = linalg.conv_2d_nchw_fchw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)], **geometry)
-    elif cg == 1 and isinstance(o, int) and o == groups:
+    elif cg == 1 and isinstance(o, int) and o == groups and target().depthwise_conv:
         # one filter per channel: depthwise
         w = collapse(w, [[0, 1], [2], [3]])
         result = linalg.depthwise_conv_2d_nchw_chw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)],
@@ -258,7 +291,8 @@ def _max_pool2d(ctx: LowerCtx) -> list[ir.Value]:
 @lowers("tp.max_pool2d_with_indices",
         summary="`tensor.pad` + `linalg.generic` (reduction over the window) carrying (value, flat "
                 "index) pairs: the larger value, NaN first (the last of several NaNs, as PyTorch), ties to "
-                "the smaller index, padding skipped")
+                "the smaller index, padding skipped; where a dilated window may hold only padding, a "
+                "`linalg.generic` giving such windows the index -1")
 def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
     dtype = ctx.in_types[0].dtype
     kernel, stride, pad, dilation = (ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"],
@@ -291,6 +325,12 @@ def _max_pool2d_with_indices(ctx: LowerCtx) -> list[ir.Value]:
         return [arith.SelectOp(take, v, best).result, arith.SelectOp(take, flat, best_at).result]
 
     result, where = _window_generic(xp, dtype, kernel, stride, dilation, [values, indices], body)
+    if windows_may_miss_input(tuple(ctx.in_types[0].shape[2:]), ctx.attrs):
+        # a window of padding only took nothing: its index is -1
+        unset = const_scalar(np.iinfo(np.int64).max, dt.int64)
+        where = parallel(empty(out_sizes, dt.int64), [(where, identity_map(4))],
+                         lambda a: arith.SelectOp(arith.CmpIOp(_I.eq, a[0], unset).result,
+                                                  const_scalar(-1, dt.int64), a[0]).result)
     return [match_type(result, ctx.out_types[0]), match_type(where, ctx.out_types[1])]
 
 
@@ -345,7 +385,9 @@ def _crop(value: ir.Value, sizes: list[Size], low: Sequence[int], high: Sequence
         return value, sizes
     new = [s if not (a or b) else index_add(s, -(a + b)) for s, a, b in zip(sizes, cut_lo, cut_hi)]
     dynamic, static = split_sizes(new)
-    op = tensor.ExtractSliceOp(tensor_type(new, elem), value, [], dynamic, [], cut_lo, static, [1] * len(sizes))
+    # MLIR wants every offset inside its dim, even of an empty slice (a crop of all of it)
+    offsets = [0 if isinstance(n, int) and n == 0 else lo for n, lo in zip(new, cut_lo)]
+    op = tensor.ExtractSliceOp(tensor_type(new, elem), value, [], dynamic, [], offsets, static, [1] * len(sizes))
     return op.result, new
 
 

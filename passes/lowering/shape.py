@@ -243,7 +243,10 @@ def _box(value: ir.Value, t: TensorType, attrs: dict[str, Any],
         o, n = _bounds(size, b, e, s)
         offsets.append(o)
         lengths.append(n)
-    return offsets, lengths, list(attrs["steps"])
+    # a step over one element is no step: IREE 3.13's SPIR-V code rejects a strided slice of
+    # unit dims moved by a transpose (the gradient of a convolution of a 1x1 output)
+    steps = [1 if isinstance(n, int) and n <= 1 else s for n, s in zip(lengths, attrs["steps"])]
+    return offsets, lengths, steps
 
 
 @lowers("tp.slice", summary="`tensor.extract_slice` (bounds normalized like Python slices, at "

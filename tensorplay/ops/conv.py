@@ -19,6 +19,7 @@ from .._tensor import Tensor
 from ..dialects.tp.symbolic import SymInt
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import AttributeError_, DTypeError, ShapeError
+from ..dialects.tp.ops.conv import kernel_too_large
 from ..dialects.tp.shapes import format_shape
 from .shape import reshape_to
 
@@ -121,6 +122,10 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     dilation_ = _ints("conv1d", "dilation", dilation, 1)
     low, high = _conv_padding("conv1d", padding, tuple(w.shape[2:]), stride_, dilation_)
     n, c, length = x.shape
+    padded, reach = length + low[0] + high[0], dilation_[0] * (w.shape[2] - 1) + 1
+    if type(padded) is int and type(reach) is int and padded < reach:
+        # (tp.conv2d would give the sizes of the height-1 image the convolution runs on)
+        raise ShapeError(f"conv1d: {kernel_too_large((padded,), (reach,))}")
     x4 = reshape_to(x, (n, c, 1, length), "conv1d")
     w4 = reshape_to(w, tuple(w.shape[:2]) + (1, w.shape[2]), "conv1d")
     y = apply("tp.conv2d", x4, w4, b, stride=(1,) + stride_, padding=(0,) + low + (0,) + high,

@@ -1,4 +1,5 @@
 // RUN: tpc-opt %s -p convert-tp-to-linalg | filecheck %s
+// RUN: tpc-opt %s -p 'convert-tp-to-linalg{depthwise-conv=false}' | filecheck %s --check-prefix=GROUPED
 
 // Broadcast operands are read through indexing maps; nothing is materialized.
 // CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
@@ -108,4 +109,37 @@ func.func @heads_back_to_tokens(%att: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x16xf
   %y = "tp.matmul"(%att, %v) : (tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
   %t = "tp.permute"(%y) {dims = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
   return %t : tensor<2x8x4x16xf32>
+}
+
+// A window op reads its padded input only as far as its windows reach, (out - 1) * stride +
+// dilation * (kernel - 1) + 1 = 3 rows and columns here: the fourth is cut off, so that IREE,
+// dropping the unit output dims, infers the window loops from an input of the kernel's size.
+// CHECK-LABEL: func.func @strided_conv_of_a_small_input
+func.func @strided_conv_of_a_small_input(%x: tensor<1x4x2x2xf32>, %w: tensor<8x4x3x3xf32>) -> tensor<1x8x1x1xf32> {
+  // CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 0, 1, 1] high[0, 0, 1, 1]
+  // CHECK: } : tensor<1x4x2x2xf32> to tensor<1x4x4x4xf32>
+  // CHECK-NEXT: %[[C:.*]] = tensor.extract_slice %[[P]][0, 0, 0, 0] [1, 4, 3, 3] [1, 1, 1, 1] : tensor<1x4x4x4xf32> to tensor<1x4x3x3xf32>
+  // CHECK: linalg.conv_2d_nchw_fchw {{.*}} ins(%[[C]], %arg1 : tensor<1x4x3x3xf32>, tensor<8x4x3x3xf32>)
+  %0 = "tp.conv2d"(%x, %w) {dilation = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 1, 1, 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x4x2x2xf32>, tensor<8x4x3x3xf32>) -> tensor<1x8x1x1xf32>
+  return %0 : tensor<1x8x1x1xf32>
+}
+
+// CHECK-LABEL: func.func @floor_mode_pool_leaves_a_row_unread
+func.func @floor_mode_pool_leaves_a_row_unread(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x1x1xf32> {
+  // CHECK: %[[C:.*]] = tensor.extract_slice %arg0[0, 0, 0, 0] [1, 2, 2, 2] [1, 1, 1, 1] : tensor<1x2x3x3xf32> to tensor<1x2x2x2xf32>
+  // CHECK: linalg.pooling_nchw_max {{.*}} ins(%[[C]], %{{.*}} : tensor<1x2x2x2xf32>, tensor<2x2xf32>)
+  %0 = "tp.max_pool2d"(%x) {ceil_mode = false, dilation = array<i64: 1, 1>, kernel_size = array<i64: 2, 2>, padding = array<i64: 0, 0>, stride = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>) -> tensor<1x2x1x1xf32>
+  return %0 : tensor<1x2x1x1xf32>
+}
+
+// A strided depthwise convolution; iree-vulkan (depthwise-conv=false) lowers it as a grouped
+// convolution of one filter per group, IREE's SPIR-V code for the depthwise op being wrong.
+// CHECK-LABEL: func.func @strided_depthwise_conv
+// GROUPED-LABEL: func.func @strided_depthwise_conv
+func.func @strided_depthwise_conv(%x: tensor<1x4x9x9xf32>, %w: tensor<4x1x3x3xf32>) -> tensor<1x4x4x4xf32> {
+  // CHECK: linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>}
+  // GROUPED-NOT: linalg.depthwise_conv_2d_nchw_chw
+  // GROUPED: linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} ins(%{{.*}}, %{{.*}} : tensor<1x4x1x9x9xf32>, tensor<4x1x1x3x3xf32>)
+  %0 = "tp.conv2d"(%x, %w) {dilation = array<i64: 1, 1>, groups = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 0, 0, 0, 0>, stride = array<i64: 2, 2>} : (tensor<1x4x9x9xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x4x4xf32>
+  return %0 : tensor<1x4x4x4xf32>
 }

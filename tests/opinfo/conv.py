@@ -302,6 +302,7 @@ _PAD_CONSTANT = [
     ((2, 3, 4), (1, 1, 1, 1, 1, 1), -2.0),  # every dim
     ((2, 3, 4), (-1, 2, 1, -2), None),  # negative pads crop
     ((2, 3, 4), (-2, -2), None),  # crops to nothing
+    ((2, 1), (-1, 1), 1.5),  # crops all of a dim from the front, then pads it back
     ((3,), (0, 0), None),
     ((), (), None),
     ((2, 0, 3), (1, 1, 1, 0), 2.0),
@@ -433,6 +434,10 @@ ERRORS = [
     ErrorCase("conv2d_bool", lambda lib: F(lib, "conv2d")(_x(lib, 1, 1, 5, 5, dtype=lib.bool),
                                                            _x(lib, 1, 1, 3, 3, dtype=lib.bool)),
               TypeError, r"tp\.conv2d: not implemented for dtype bool"),
+    ErrorCase("conv1d_kernel_larger_than_padded_input",
+              lambda lib: F(lib, "conv1d")(_x(lib, 1, 2, 2), _x(lib, 1, 2, 3), padding=0, dilation=2),
+              RuntimeError, r"Calculated padded input size per channel: \(2\)\. Kernel size: \(5\)\. "
+                            r"Kernel size can't be greater than actual input size"),
     ErrorCase("conv1d_weight_rank", lambda lib: F(lib, "conv1d")(_x(lib, 1, 2, 5), _x(lib, 1, 2, 3, 3)),
               RuntimeError, r"conv1d: expected a 3-D weight"),
     ErrorCase("max_pool2d_pad_over_half_kernel",

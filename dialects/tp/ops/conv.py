@@ -26,7 +26,8 @@ from .elementwise import cast_array
 
 sympy = lazy("sympy")
 
-__all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "pool_output_size"]
+__all__ = ["Conv2d", "MaxPool2d", "MaxPool2dWithIndices", "AvgPool2d", "Pad", "pool_output_size",
+           "kernel_too_large", "windows_may_miss_input"]
 
 
 def _sizes(shape: tuple[Dim, ...]) -> str:
@@ -42,10 +43,32 @@ def _windows(x: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int],
     return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
 
 
+def windows_may_miss_input(sizes: tuple, attrs: dict[str, Any]) -> bool:
+    """Whether a max pool window may hold no input element: only a dilated one can, its taps
+    stepping over a small input (a 2-tap window of dilation 2 and padding 1 reads elements -1
+    and 1 of a one-element dim). Exact for static sizes, else whether the pool is dilated."""
+    dilation = attrs.get("dilation", (1, 1))
+    if all(d == 1 for d in dilation):
+        return False
+    if not all(type(s) is int for s in sizes):
+        return True
+    for size, k, s, p, d in zip(sizes, attrs["kernel_size"], attrs["stride"], attrs["padding"], dilation):
+        taps = (np.arange(pool_output_size(size, k, s, p, d, attrs["ceil_mode"]))[:, None] * s - p
+                + np.arange(k)[None, :] * d)
+        if not ((taps >= 0) & (taps < size)).any(axis=1).all():
+            return True
+    return False
+
+
 def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
     """A max pool's gradient added back at the input elements its ``indices`` (flat per
-    channel, as ``max_pool2d_with_indices`` gives) name."""
+    channel, as ``max_pool2d_with_indices`` gives) name; a window without input elements
+    (index -1) gives none."""
     (n, c, h, w), _ = ctx.input_meta[0]
+    if windows_may_miss_input((h, w), ctx.attrs):
+        missing = ctx.apply_op("tp.lt", indices, G.scalar(ctx, 0, indices))
+        g = G.where(ctx, missing, 0.0, g)
+        indices = G.where(ctx, missing, 0, indices)
     batch = G.arange(ctx, n, dt.int64, g).reshape(n, 1, 1, 1)
     channel = G.arange(ctx, c, dt.int64, g).reshape(1, c, 1, 1)
     shape = tuple(indices.shape)
@@ -87,6 +110,13 @@ def _tiled_max_grad(ctx: Any, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -
     if cropped:
         gx = ctx.apply_op("tp.pad", gx, low=(0, 0, 0, 0), high=(0, 0, h - oh * kh, w - ow * kw))
     return gx
+
+
+def kernel_too_large(padded: Any, kernel: Any) -> str:
+    """PyTorch's message for a convolution whose (dilated) kernel reaches past its padded
+    input, given the sizes of each spatial dim."""
+    return (f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). Kernel size: "
+            f"({' x '.join(map(str, kernel))}). Kernel size can't be greater than actual input size")
 
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int,
@@ -233,10 +263,7 @@ class Conv2d(_Spatial):
         if any(p is not None and sym.lt(p, d * (k - 1) + 1, f"{self.name} kernel size")
                for p, k, d in zip(padded, (kh, kw), dilation)):
             kernel = tuple(None if k is None else d * (k - 1) + 1 for k, d in zip((kh, kw), dilation))
-            raise self.error(ShapeError, f"Calculated padded input size per channel: "
-                                         f"({' x '.join(map(str, padded))}). Kernel size: "
-                                         f"({' x '.join(map(str, kernel))}). Kernel size can't be "
-                                         f"greater than actual input size")
+            raise self.error(ShapeError, kernel_too_large(padded, kernel))
         return (TensorType((n, o, out[0], out[1]), x.dtype),)
 
     def reference(self, arrays, attrs):
@@ -398,7 +425,12 @@ class MaxPool2d(_MaxPoolBase):
 @register
 class MaxPool2dWithIndices(_MaxPoolBase):
     """``tp.max_pool2d`` plus, per output, the flat ``h * W + w`` input index of its first maximum
-    (of a window with NaNs: its last NaN, as PyTorch's CPU kernel)."""
+    (of a window with NaNs: its last NaN, as PyTorch's CPU kernel).
+
+    A dilated window may hold no input element (its taps step over a small input): its value
+    is -inf (the dtype's minimum for ints) and its index -1, and it passes no gradient on.
+    PyTorch gives such a window an index outside it, and its gradient to that element.
+    """
 
     name = "tp.max_pool2d_with_indices"
     results = ("result", "indices")
@@ -431,7 +463,8 @@ class MaxPool2dWithIndices(_MaxPoolBase):
         ki, kj = first // kw, first % kw
         ih = np.arange(oh)[:, None] * sh + ki * dh - ph
         iw = np.arange(ow)[None, :] * sw + kj * dw - pw
-        return best, (ih * w + iw).astype(np.int64)
+        empty = ~inside.any(axis=(2, 3))  # (oh, ow): windows of padding only
+        return best, np.where(empty, -1, ih * w + iw).astype(np.int64)
 
 
 @register
@@ -456,8 +489,9 @@ class AvgPool2d(_Pool2d):
         (n, c, h, w), _ = ctx.input_meta[0]
         (kh, kw), (sh, sw), (ph, pw) = ctx.attrs["kernel_size"], ctx.attrs["stride"], ctx.attrs["padding"]
         oh, ow = g.shape[2], g.shape[3]
-        div = self.divisors((h, w), (oh, ow), ctx.attrs).astype(np.float64)
-        share = g / G.on(ctx.apply_op("tp.constant", value=div).to(g.dtype), g)
+        # (made in the gradient's dtype: a float64 constant would not compile for Vulkan)
+        div = self.divisors((h, w), (oh, ow), ctx.attrs).astype(g.dtype.np_dtype)
+        share = g / G.on(ctx.apply_op("tp.constant", value=div), g)
         hp = max(h + 2 * ph, (oh - 1) * sh + kh)
         wp = max(w + 2 * pw, (ow - 1) * sw + kw)
         acc = ctx.zeros((n, c, hp, wp), g.dtype, g)

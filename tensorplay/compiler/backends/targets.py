@@ -173,8 +173,9 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                target_option="vulkan_target", target_flag="--iree-vulkan-target",
                target_from_device=True, portable_targets={"*": VULKAN_BASELINE},
                # IREE 3.13's SPIR-V backend emulates i64 add, mul and shifts but not division, and
-               # computes an outer-dim reduction fused with its consumers wrongly (docs/backends.md)
-               lowering_lacks=("int64-division", "fuse-outer-reductions"),
+               # computes an outer-dim reduction fused with its consumers and a strided depthwise
+               # convolution wrongly (docs/backends.md)
+               lowering_lacks=("int64-division", "fuse-outer-reductions", "depthwise-conv"),
                # sub-32-bit tensors live in 32-bit words; one crossing the function boundary loses
                # its tail when its byte size is not a multiple of 4 (the partial last word is out of
                # the buffer's range; seen on lavapipe), so they travel as 32-bit values
