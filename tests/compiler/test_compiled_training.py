@@ -91,8 +91,11 @@ def test_mlp_gradients_equal_eager_and_the_backward_compiles_on_first_use(backen
     assert compiled.compile_count == 2
     assert all(p.grad.device == p.device for p in params)
     got = _grads(params)
-    loss_fn(x, y).backward()
-    _check_same(got, _grads(params))
+    # eager on the host as the reference (_mlp() is seeded: the same weights): eager on the
+    # device compiles each op for it, most of this test's time on lavapipe
+    host = _mlp()
+    F.cross_entropy(host(x.cpu()), y.cpu(), label_smoothing=0.1).backward()
+    _check_same(got, _grads(list(host.parameters())))
     for _ in range(3):  # later calls reuse both programs
         compiled(x, y).backward()
     assert compiled.compile_count == 2
@@ -371,12 +374,13 @@ def test_the_example_gives_the_same_loss_curve_eager_compiled_and_as_one_compile
     from tensorplay.examples.train_gpt import train
 
     quiet = open("/dev/null", "w")
-    eager = train(steps=200, batch=4, log=quiet, sample_chars=0)["losses"]
-    compiled = train(steps=200, batch=4, log=quiet, sample_chars=0, compile="model")["losses"]
-    whole = train(steps=200, batch=4, log=quiet, sample_chars=0, compile="step")["losses"]
+    eager = train(steps=80, batch=4, log=quiet, sample_chars=0)["losses"]
+    compiled = train(steps=80, batch=4, log=quiet, sample_chars=0, compile="model")["losses"]
+    whole = train(steps=80, batch=4, log=quiet, sample_chars=0, compile="step")["losses"]
     quiet.close()
     np.testing.assert_allclose(compiled, eager, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(whole, eager, rtol=2e-3, atol=2e-3)
+    # 80 steps take the mean loss of ten steps from 2.87 to 1.83
     assert np.mean(eager[-10:]) < np.mean(eager[:10]) - 0.5
 
 
@@ -437,10 +441,11 @@ def _step_net():
     return tp.nn.Sequential(tp.nn.Linear(6, 16), tp.nn.Tanh(), tp.nn.Linear(16, 3))
 
 
-def _run_ordered(order, zero, set_to_none, compiled, steps=4, between=None):
+def _run_ordered(order, zero, set_to_none, compiled, steps=4, between=None, backend="iree-cpu"):
     """``steps`` calls of a training step doing, in ``order``: z zero_grad (the module's or
     the optimizer's), f forward and loss, b backward, c clip_grad_norm_, s opt.step(); the
-    parameters and .grad after each call (``between(i, net)`` runs before call i)."""
+    parameters and .grad after each call (``between(i, net)`` runs before call i), compiled
+    for ``backend``."""
     net = _step_net()
     opt = tp.optim.AdamW(net.parameters(), lr=1e-2)
     clear = net.zero_grad if zero == "module" else opt.zero_grad
@@ -460,7 +465,7 @@ def _run_ordered(order, zero, set_to_none, compiled, steps=4, between=None):
                 opt.step()
         return loss
 
-    run = tp.compile(train_step) if compiled else train_step
+    run = tp.compile(train_step, backend=backend) if compiled else train_step
     rng = np.random.default_rng(2)
     seen = []
     for i in range(steps):
@@ -501,8 +506,12 @@ def test_a_training_step_compiles_once_in_every_order_of_zero_grad_backward_and_
     # the first call finds .grad None, the later ones what the previous call left (None, the
     # gradients, or zeros): the guards on .grad accept both where the program gives the same
     # values for both (it was recompiled on every call after model.zero_grad(set_to_none=True))
+    # The guards decide recompiles whatever the backend: minGPT's zero_grad compiles with
+    # IREE, the other combinations run the captured graph on the eager backend (IREE
+    # compiled all 16 in 80 s of the suite)
+    backend = "iree-cpu" if (zero, set_to_none) == ("module", True) else "eager"
     want, _ = _run_ordered(ORDERS[order], zero, set_to_none, compiled=False)
-    got, run = _run_ordered(ORDERS[order], zero, set_to_none, compiled=True)
+    got, run = _run_ordered(ORDERS[order], zero, set_to_none, compiled=True, backend=backend)
     _same_steps(got, want)
     assert run.compile_count == 1 and run.cache_info()["graph_entries"] == 1
     assert run.cache_info()["segmented_entries"] == 0
