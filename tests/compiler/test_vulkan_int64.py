@@ -143,3 +143,59 @@ def test_int64_ops_at_vectorized_sizes_keep_int64_semantics_on_vulkan():
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"result {i}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"result {i}")
+
+
+def test_the_probe_reads_the_narrow_features_and_picks_the_target_that_has_them(monkeypatch):
+    from tensorplay.compiler.backends.targets import VULKAN_BASELINE_NARROW
+
+    caps = tp.compiler.get_backend_capabilities("iree-vulkan")
+    if not caps.available:
+        pytest.skip(f"iree-vulkan unavailable here: {caps.reason}")
+    features = caps.extra["vulkan_features"]
+    assert set(features) == set(probe.VULKAN_FEATURES)
+    want = (VULKAN_BASELINE_NARROW if all(features.values())
+            else VULKAN_BASELINE_INT64 if features["shaderInt64"] else None)
+    assert caps.extra["vulkan_target"] == want
+    (device,) = [f for f in vulkan_device_flags(VULKAN_BASELINE_NARROW) if f.startswith("--iree-hal-target-device=")]
+    assert "storage = b32|b16|b8" in device and "cap:StorageBuffer8BitAccess" in device
+    # a device lacking one feature keeps the int64 target
+    for missing in probe.VULKAN_FEATURES[1:]:
+        monkeypatch.setattr(probe, "_vulkan_features", lambda m=missing: {f: f != m for f in probe.VULKAN_FEATURES})
+        monkeypatch.setattr(probe, "_probed", {})
+        assert probe.capabilities("iree-vulkan").extra["vulkan_target"] == VULKAN_BASELINE_INT64
+    monkeypatch.undo()
+    probe._probed.pop("iree-vulkan", None)
+
+
+def _narrow_intermediates(x):
+    # each passes an 8-, 16-bit or bool tensor from one dispatch to another
+    return (x.to(tp.bfloat16).float() * 1, (x > 0).sum(), (x > -10).all(1), x.to(tp.int8).sum(),
+            x.to(tp.int16).sum(1), x.to(tp.bfloat16).float().sum(), (~x.to(tp.uint8)).sum(1),
+            (x.to(tp.bfloat16) @ x.t().to(tp.bfloat16)).float())
+
+
+@pytest.mark.vulkan
+def test_narrow_tensors_between_dispatches_at_vectorized_sizes_match_eager_on_vulkan():
+    # On IREE's baseline (32-bit storage) the vectorized code wrote such tensors past the end
+    # of their buffers from about 1,024 elements: half of a bfloat16 cast came back 0,
+    # x.to(int8).sum() of 8x128 gave -181 for 71, all() gave False
+    caps = tp.compiler.get_backend_capabilities("iree-vulkan")
+    if not caps.available:
+        pytest.skip(f"iree-vulkan unavailable here: {caps.reason}")
+    if not all(caps.extra["vulkan_features"].values()):
+        pytest.skip(f"the Vulkan device lacks 8- or 16-bit storage or integers: {caps.extra['vulkan_features']} "
+                    "(docs/limitations.md)")
+    x = tp.tensor(np.random.default_rng(0).uniform(-3, 3, (8, 128)).astype(np.float32))
+    tp.compiler.reset()
+    try:
+        got = tp.compile(_narrow_intermediates, backend="iree-vulkan", fullgraph=True)(x)
+        for i, (g, w) in enumerate(zip(got, _narrow_intermediates(x))):
+            assert g.dtype == w.dtype and g.shape == w.shape, i
+            if w.dtype is tp.float32:
+                # the bfloat16 matmul: float32 accumulation in another order; at most 4 bfloat16 ulps of its largest
+                np.testing.assert_allclose(g.cpu().numpy(), w.numpy(), rtol=0,
+                                           atol=4 * 2 ** -8 * float(w.abs().max()), err_msg=f"result {i}")
+            else:
+                np.testing.assert_array_equal(g.cpu().numpy(), w.numpy(), err_msg=f"result {i}")
+    finally:
+        tp.compiler.reset()

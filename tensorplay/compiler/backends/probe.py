@@ -17,7 +17,7 @@ import numpy as np
 from ...dialects.tp.graph import Graph
 from .. import _logging
 from .base import BackendCapabilities, iter_nodes
-from .targets import TARGETS, VULKAN_BASELINE_INT64, IreeTarget
+from .targets import TARGETS, VULKAN_BASELINE_INT64, VULKAN_BASELINE_NARROW, IreeTarget
 
 __all__ = ["capabilities", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
            "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
@@ -70,28 +70,51 @@ def cuda_target_for(capability: tuple[int, int] | None) -> str:
     return fallback if name in _CUDA_TARGETS_WITHOUT_DESCRIPTION else name
 
 
-def _vulkan_shader_int64() -> bool | None:
-    """Whether every Vulkan physical device reports the ``shaderInt64`` feature (64-bit integers
-    in shaders), read from the Vulkan loader; None without a loader or a device."""
+#: the Vulkan features :func:`_vulkan_features` reads, each true only where every device has it
+VULKAN_FEATURES = ("shaderInt64", "shaderInt16", "shaderInt8", "storageBuffer16BitAccess", "storageBuffer8BitAccess")
+
+
+def _vulkan_features() -> dict[str, bool] | None:
+    """Which of :data:`VULKAN_FEATURES` every Vulkan physical device reports, read from the
+    Vulkan loader (``vkGetPhysicalDeviceFeatures2`` with the Vulkan 1.1 and 1.2 feature
+    structures; devices older than Vulkan 1.2 report neither 8-bit feature); None without a
+    loader or a device."""
     try:
         vk = ctypes.CDLL("libvulkan.so.1")
     except OSError:
         return None
 
+    class ApplicationInfo(ctypes.Structure):  # VkApplicationInfo
+        _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("pApplicationName", ctypes.c_char_p),
+                    ("applicationVersion", ctypes.c_uint32), ("pEngineName", ctypes.c_char_p),
+                    ("engineVersion", ctypes.c_uint32), ("apiVersion", ctypes.c_uint32)]
+
     class InstanceCreateInfo(ctypes.Structure):  # VkInstanceCreateInfo
         _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32),
-                    ("pApplicationInfo", ctypes.c_void_p), ("enabledLayerCount", ctypes.c_uint32),
+                    ("pApplicationInfo", ctypes.POINTER(ApplicationInfo)), ("enabledLayerCount", ctypes.c_uint32),
                     ("ppEnabledLayerNames", ctypes.c_void_p), ("enabledExtensionCount", ctypes.c_uint32),
                     ("ppEnabledExtensionNames", ctypes.c_void_p)]
+
+    def features_struct(count: int) -> type:  # sType, pNext and `count` VkBool32 members
+        class Features(ctypes.Structure):
+            _fields_ = [("sType", ctypes.c_int), ("pNext", ctypes.c_void_p), ("flags", ctypes.c_uint32 * count)]
+        return Features
+
+    class Properties(ctypes.Structure):  # the head of VkPhysicalDeviceProperties
+        _fields_ = [("apiVersion", ctypes.c_uint32), ("rest", ctypes.c_uint8 * 1020)]
 
     vk.vkCreateInstance.argtypes = [ctypes.POINTER(InstanceCreateInfo), ctypes.c_void_p,
                                     ctypes.POINTER(ctypes.c_void_p)]
     vk.vkEnumeratePhysicalDevices.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
-    vk.vkGetPhysicalDeviceFeatures.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    vk.vkGetPhysicalDeviceProperties.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    vk.vkGetPhysicalDeviceFeatures2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     vk.vkDestroyInstance.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    api_1_2 = (1 << 22) | (2 << 12)  # VK_MAKE_API_VERSION(0, 1, 2, 0)
+    # VK_STRUCTURE_TYPE_APPLICATION_INFO = 0, _INSTANCE_CREATE_INFO = 1
+    app = ApplicationInfo(sType=0, apiVersion=api_1_2)
     instance = ctypes.c_void_p()
-    # VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO = 1
-    if vk.vkCreateInstance(ctypes.byref(InstanceCreateInfo(sType=1)), None, ctypes.byref(instance)) != 0:
+    if vk.vkCreateInstance(ctypes.byref(InstanceCreateInfo(sType=1, pApplicationInfo=ctypes.pointer(app))), None,
+                           ctypes.byref(instance)) != 0:
         return None
     try:
         count = ctypes.c_uint32()
@@ -100,12 +123,24 @@ def _vulkan_shader_int64() -> bool | None:
         devices = (ctypes.c_void_p * count.value)()
         if vk.vkEnumeratePhysicalDevices(instance, ctypes.byref(count), devices) not in (0, 5):  # VK_INCOMPLETE
             return None
-        found = []
+        found = dict.fromkeys(VULKAN_FEATURES, True)
         for device in devices[:count.value]:
-            features = (ctypes.c_uint32 * 55)()  # VkPhysicalDeviceFeatures: 55 VkBool32
-            vk.vkGetPhysicalDeviceFeatures(device, features)
-            found.append(bool(features[40]))  # shaderInt64, the 41st member
-        return all(found)
+            properties = Properties()
+            vk.vkGetPhysicalDeviceProperties(device, ctypes.byref(properties))
+            modern = properties.apiVersion >= api_1_2
+            # VkPhysicalDeviceVulkan11Features (sType 49): storageBuffer16BitAccess first;
+            # VkPhysicalDeviceVulkan12Features (sType 51): storageBuffer8BitAccess 3rd, shaderInt8 9th
+            v11, v12 = features_struct(12)(sType=49), features_struct(47)(sType=51)
+            v11.pNext = ctypes.addressof(v12) if modern else None
+            # VkPhysicalDeviceFeatures2 (sType 1000059000): VkPhysicalDeviceFeatures' 55 members
+            both = features_struct(55)(sType=1000059000, pNext=ctypes.addressof(v11))
+            vk.vkGetPhysicalDeviceFeatures2(device, ctypes.byref(both))
+            has = {"shaderInt64": both.flags[40], "shaderInt16": both.flags[41],
+                   "storageBuffer16BitAccess": v11.flags[0],
+                   "storageBuffer8BitAccess": modern and v12.flags[2], "shaderInt8": modern and v12.flags[8]}
+            for name in VULKAN_FEATURES:
+                found[name] = found[name] and bool(has[name])
+        return found
     finally:
         vk.vkDestroyInstance(instance, None)
 
@@ -222,11 +257,18 @@ def _probe(t: IreeTarget) -> BackendCapabilities:
         extra["rocm_target"] = _rocm_device_target() or t.target_default
     elif t.name == "iree-vulkan":
         extra["software_device"] = any("llvmpipe" in str(d.get("name", "")) for d in devices)
-        int64 = _vulkan_shader_int64()
-        extra["shader_int64"] = int64
-        # 64-bit integer code where every device runs it (IREE picks one of them), else IREE's
-        # baseline, which emulates int64 on 32-bit words
-        extra["vulkan_target"] = VULKAN_BASELINE_INT64 if int64 else None
+        features = _vulkan_features() or {}
+        extra["vulkan_features"] = features
+        extra["shader_int64"] = features.get("shaderInt64")
+        # native 8-, 16- and 64-bit integers and 8- and 16-bit storage where every device has
+        # them (IREE picks one of them); 64-bit integers alone; else IREE's baseline, which
+        # emulates int64 and narrow storage on 32-bit words
+        if features and all(features.values()):
+            extra["vulkan_target"] = VULKAN_BASELINE_NARROW
+        elif features.get("shaderInt64"):
+            extra["vulkan_target"] = VULKAN_BASELINE_INT64
+        else:
+            extra["vulkan_target"] = None
     return replace(caps, install_hint=None, extra=extra)
 
 

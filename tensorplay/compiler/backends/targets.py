@@ -19,7 +19,7 @@ from ...runtime.program import BACKEND_DRIVERS
 from ...runtime.storage import WIDE_STORAGE
 from .base import ALL_DTYPE_NAMES
 
-__all__ = ["IreeTarget", "TARGETS", "target_of", "VULKAN_BASELINE", "VULKAN_BASELINE_INT64",
+__all__ = ["IreeTarget", "TARGETS", "target_of", "VULKAN_BASELINE", "VULKAN_BASELINE_INT64", "VULKAN_BASELINE_NARROW",
            "vulkan_device_flags"]
 
 
@@ -117,6 +117,15 @@ VULKAN_BASELINE_INT64 = "baseline-int64"
 #: the ``vulkan_target`` naming IREE's portable baseline as it is (int64 emulated): export's
 #: default, whose vmfb must run on devices without ``shaderInt64`` too
 VULKAN_BASELINE = "baseline"
+#: :data:`VULKAN_BASELINE_INT64` with 8- and 16-bit integers and 8- and 16-bit storage buffers
+#: added (Vulkan's ``shaderInt8``, ``shaderInt16``, ``storageBuffer8BitAccess`` and
+#: ``storageBuffer16BitAccess``; lavapipe has them). The baseline's 32-bit storage keeps an
+#: int8, int16, bool or bfloat16 tensor passed between dispatches packed in 32-bit words, and
+#: IREE 3.13's vectorized code writes it one element per word, past the end of its buffer: at
+#: 1,024 elements half of a bfloat16 tensor and most of an int8 one came back as zeros (an
+#: int8 cast then summed, ``all`` over a mask, a bfloat16 matmul). With 8- and 16-bit storage
+#: such tensors are stored as they are (docs/backends.md)
+VULKAN_BASELINE_NARROW = "baseline-int8-int16-int64"
 
 # IREE's own description of its Vulkan baseline (what IREE 3.13 prints for the default target)
 # with int64 in the compute bitwidths; IREE has no flag adding a capability to a named target
@@ -131,13 +140,23 @@ _VULKAN_BASELINE_INT64_DEVICE = (
     'max_workgroup_counts = [65535, 65535, 65535]>>}>]> : !hal.device')
 
 
+_VULKAN_BASELINE_NARROW_DEVICE = (_VULKAN_BASELINE_INT64_DEVICE
+                                  .replace('"spirv:v1.3,cap:Shader"',
+                                           '"spirv:v1.3,cap:Shader,cap:Int64,cap:Int16,cap:Int8,'
+                                           'cap:StorageBuffer16BitAccess,cap:StorageBuffer8BitAccess"')
+                                  .replace("compute = fp32|int32|int64", "compute = fp32|int64|int32|int16|int8")
+                                  .replace("storage = b32", "storage = b32|b16|b8"))
+
+
 def vulkan_device_flags(vulkan_target: str | None) -> list[str]:
     """The iree-compile flags choosing the Vulkan code: IREE's baseline (no target), a target
-    IREE names, or :data:`VULKAN_BASELINE_INT64` (the whole device target, in place of
-    ``--iree-hal-target-backends``, which would override it); :data:`VULKAN_BASELINE` and None
-    add no target."""
+    IREE names, or :data:`VULKAN_BASELINE_INT64` / :data:`VULKAN_BASELINE_NARROW` (the whole
+    device target, in place of ``--iree-hal-target-backends``, which would override it);
+    :data:`VULKAN_BASELINE` and None add no target."""
     if vulkan_target == VULKAN_BASELINE_INT64:
         return [f"--iree-hal-target-device={_VULKAN_BASELINE_INT64_DEVICE}"]
+    if vulkan_target == VULKAN_BASELINE_NARROW:
+        return [f"--iree-hal-target-device={_VULKAN_BASELINE_NARROW_DEVICE}"]
     flags = ["--iree-hal-target-backends=vulkan-spirv"]
     if vulkan_target in (None, VULKAN_BASELINE):
         return flags
@@ -168,8 +187,9 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                "IREE SPIR-V code run by a Vulkan driver (lavapipe: Mesa's software device)",
                "install the Vulkan loader and a driver (Debian/Ubuntu: apt-get install mesa-vulkan-drivers, "
                "which brings libvulkan1 and the lavapipe software device; or your GPU vendor's driver)",
-               # no default: IREE's portable SPIR-V baseline; with int64 arithmetic where the
-               # probed device has it (VULKAN_BASELINE_INT64)
+               # no default: IREE's portable SPIR-V baseline; with 8-, 16- and 64-bit integers and
+               # storage where the probed device has them (VULKAN_BASELINE_NARROW), with int64
+               # arithmetic where it has that only (VULKAN_BASELINE_INT64)
                target_option="vulkan_target", target_flag="--iree-vulkan-target",
                target_from_device=True, portable_targets={"*": VULKAN_BASELINE},
                # IREE 3.13's SPIR-V backend emulates i64 add, mul and shifts but not division, and
