@@ -374,13 +374,13 @@ def test_the_example_gives_the_same_loss_curve_eager_compiled_and_as_one_compile
     from tensorplay.examples.train_gpt import train
 
     quiet = open("/dev/null", "w")
-    eager = train(steps=80, batch=4, log=quiet, sample_chars=0)["losses"]
-    compiled = train(steps=80, batch=4, log=quiet, sample_chars=0, compile="model")["losses"]
-    whole = train(steps=80, batch=4, log=quiet, sample_chars=0, compile="step")["losses"]
+    eager = train(steps=50, batch=4, log=quiet, sample_chars=0)["losses"]
+    compiled = train(steps=50, batch=4, log=quiet, sample_chars=0, compile="model")["losses"]
+    whole = train(steps=50, batch=4, log=quiet, sample_chars=0, compile="step")["losses"]
     quiet.close()
     np.testing.assert_allclose(compiled, eager, rtol=2e-3, atol=2e-3)
     np.testing.assert_allclose(whole, eager, rtol=2e-3, atol=2e-3)
-    # 80 steps take the mean loss of ten steps from 2.87 to 1.83
+    # 50 steps take the mean loss of ten steps from 2.84 to 1.94
     assert np.mean(eager[-10:]) < np.mean(eager[:10]) - 0.5
 
 
