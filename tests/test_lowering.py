@@ -139,6 +139,26 @@ def test_lowered_ops_match_reference(family):
 
 
 @pytest.mark.iree
+def test_a_one_element_slice_of_a_column_is_returned_and_broadcast():
+    # program fuzzer seed 0, 610: the first chunk of a (2, 1) column, returned and added to
+    # the column; IREE 3.13 turned the generic reading its element into a rank-changing slice
+    # ("expected rank to be smaller or equal to the other rank")
+    def f(x):
+        y = tp.log(x.abs() + 1)
+        head = y.chunk(3, -2)[0]
+        return head, y + head, (y + head).maximum(head).mean()
+
+    x = tp.tensor(np.array([[-1.5], [2.0]], dtype=np.float32))
+    tp.compiler.reset()
+    try:
+        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    finally:
+        tp.compiler.reset()
+
+
+@pytest.mark.iree
 def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
     # IREE 3.13 rejected unit dims added to a one-element slice that is also used as it is
     # ("expected rank to be smaller or equal to the other rank"); a matmul adds them to 1-d

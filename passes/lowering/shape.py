@@ -261,9 +261,12 @@ def _slice(ctx: LowerCtx) -> list[ir.Value]:
     if out.has_static_shape and out.numel() == 1 and out.rank:
         # IREE 3.13 cannot compile a one-element extract_slice whose result gets two or more
         # unit dims (x[1:2, None], a 1-d operand of matmul) and is also used as it is: the one
-        # element is read by a generic instead
+        # element is read by a 0-d generic and given its unit dims by an expand_shape (a
+        # generic with the unit dims, returned and broadcast, became a rank-changing slice
+        # IREE rejects: "expected rank to be smaller or equal to the other rank")
         at = [as_index(o) for o in offsets]
-        return [parallel(empty(list(out.shape), out.dtype), [], lambda _: tensor.ExtractOp(value, at).result)]
+        one = parallel(empty([], out.dtype), [], lambda _: tensor.ExtractOp(value, at).result)
+        return [expand(one, [], [1] * out.rank)]
     do, so = split_sizes(offsets)
     dl, sl = split_sizes(lengths)
     if (not t.has_static_shape and not t.dtype.is_bool and any(st != 1 for st in steps)
