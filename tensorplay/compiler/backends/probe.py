@@ -103,12 +103,15 @@ def _vulkan_features() -> dict[str, bool] | None:
     class Properties(ctypes.Structure):  # the head of VkPhysicalDeviceProperties
         _fields_ = [("apiVersion", ctypes.c_uint32), ("rest", ctypes.c_uint8 * 1020)]
 
-    vk.vkCreateInstance.argtypes = [ctypes.POINTER(InstanceCreateInfo), ctypes.c_void_p,
-                                    ctypes.POINTER(ctypes.c_void_p)]
-    vk.vkEnumeratePhysicalDevices.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
-    vk.vkGetPhysicalDeviceProperties.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    vk.vkGetPhysicalDeviceFeatures2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    vk.vkDestroyInstance.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    try:
+        vk.vkCreateInstance.argtypes = [ctypes.POINTER(InstanceCreateInfo), ctypes.c_void_p,
+                                        ctypes.POINTER(ctypes.c_void_p)]
+        vk.vkEnumeratePhysicalDevices.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint32), ctypes.c_void_p]
+        vk.vkGetPhysicalDeviceProperties.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        vk.vkGetPhysicalDeviceFeatures2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        vk.vkDestroyInstance.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    except AttributeError:  # a Vulkan 1.0 loader: IREE's baseline, which emulates what it lacks
+        return None
     api_1_2 = (1 << 22) | (2 << 12)  # VK_MAKE_API_VERSION(0, 1, 2, 0)
     # VK_STRUCTURE_TYPE_APPLICATION_INFO = 0, _INSTANCE_CREATE_INFO = 1
     app = ApplicationInfo(sType=0, apiVersion=api_1_2)
