@@ -128,24 +128,27 @@ VULKAN_BASELINE = "baseline"
 VULKAN_BASELINE_NARROW = "baseline-int8-int16-int64"
 
 # IREE's own description of its Vulkan baseline (what IREE 3.13 prints for the default target)
-# with int64 in the compute bitwidths; IREE has no flag adding a capability to a named target
+# with capabilities and bitwidths added; IREE has no flag adding a capability to a named target
 # (--iree-vulkan-target-features replaces the SPIR-V features but not the bitwidths that decide
 # between emulation and native code), so the whole device target is given
-_VULKAN_BASELINE_INT64_DEVICE = (
-    '#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
-    '{iree_codegen.target_info = #iree_gpu.target<arch = "vp_android_baseline_2022", '
-    'features = "spirv:v1.3,cap:Shader", wgp = <compute = fp32|int32|int64, storage = b32, '
-    'subgroup = none, subgroup_size_choices = [64], max_workgroup_sizes = [128, 128, 64], '
-    'max_thread_count_per_workgroup = 128, max_workgroup_memory_bytes = 16384, '
-    'max_workgroup_counts = [65535, 65535, 65535]>>}>]> : !hal.device')
+def _vulkan_baseline_device(features: str, compute: str, storage: str) -> str:
+    """IREE's description of its Vulkan baseline with the SPIR-V ``features`` and the
+    ``compute`` and ``storage`` bitwidths given, as a ``--iree-hal-target-device`` value."""
+    return ('#hal.device.target<"vulkan", [#hal.executable.target<"vulkan-spirv", "vulkan-spirv-fb", '
+            '{iree_codegen.target_info = #iree_gpu.target<arch = "vp_android_baseline_2022", '
+            f'features = "{features}", wgp = <compute = {compute}, storage = {storage}, '
+            'subgroup = none, subgroup_size_choices = [64], max_workgroup_sizes = [128, 128, 64], '
+            'max_thread_count_per_workgroup = 128, max_workgroup_memory_bytes = 16384, '
+            'max_workgroup_counts = [65535, 65535, 65535]>>}>]> : !hal.device')
 
 
-_VULKAN_BASELINE_NARROW_DEVICE = (_VULKAN_BASELINE_INT64_DEVICE
-                                  .replace('"spirv:v1.3,cap:Shader"',
-                                           '"spirv:v1.3,cap:Shader,cap:Int64,cap:Int16,cap:Int8,'
-                                           'cap:StorageBuffer16BitAccess,cap:StorageBuffer8BitAccess"')
-                                  .replace("compute = fp32|int32|int64", "compute = fp32|int64|int32|int16|int8")
-                                  .replace("storage = b32", "storage = b32|b16|b8"))
+#: the whole device target of each ``vulkan_target`` tensorplay describes itself
+_VULKAN_DEVICES = {
+    VULKAN_BASELINE_INT64: _vulkan_baseline_device("spirv:v1.3,cap:Shader", "fp32|int32|int64", "b32"),
+    VULKAN_BASELINE_NARROW: _vulkan_baseline_device(
+        "spirv:v1.3,cap:Shader,cap:Int64,cap:Int16,cap:Int8,cap:StorageBuffer16BitAccess,cap:StorageBuffer8BitAccess",
+        "fp32|int64|int32|int16|int8", "b32|b16|b8"),
+}
 
 
 def vulkan_device_flags(vulkan_target: str | None) -> list[str]:
@@ -153,10 +156,9 @@ def vulkan_device_flags(vulkan_target: str | None) -> list[str]:
     IREE names, or :data:`VULKAN_BASELINE_INT64` / :data:`VULKAN_BASELINE_NARROW` (the whole
     device target, in place of ``--iree-hal-target-backends``, which would override it);
     :data:`VULKAN_BASELINE` and None add no target."""
-    if vulkan_target == VULKAN_BASELINE_INT64:
-        return [f"--iree-hal-target-device={_VULKAN_BASELINE_INT64_DEVICE}"]
-    if vulkan_target == VULKAN_BASELINE_NARROW:
-        return [f"--iree-hal-target-device={_VULKAN_BASELINE_NARROW_DEVICE}"]
+    device = _VULKAN_DEVICES.get(vulkan_target)
+    if device is not None:
+        return [f"--iree-hal-target-device={device}"]
     flags = ["--iree-hal-target-backends=vulkan-spirv"]
     if vulkan_target in (None, VULKAN_BASELINE):
         return flags
