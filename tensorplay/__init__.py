@@ -189,6 +189,7 @@ from .ops.reduction import (
     var,
 )
 from .ops.shape import (
+    select,
     broadcast_shapes,
     broadcast_tensors,
     broadcast_to,

@@ -14,6 +14,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
+from . import _views
 from .dialects.tp import registry
 from .dialects.tp.registry import Op
 from .dialects.tp.types import TensorType, type_of_array
@@ -57,14 +60,19 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         if o is None:
             types.append(None)
         elif isinstance(o, Tensor):
+            if o._root is not None:  # an alias: up to date with writes through its storage
+                _views.sync(o)
             types.append(o._tensor_type())
         else:
             raise TypeError(f"{op_name}: operands must be tensors, got {type(o).__name__}")
     result_types = op.verify(types, attrs)
     handler = _handler.current
+    view = op.name in _views.VIEW_OPS
     if handler is not None:
         out = handler(op, operands, attrs, result_types)
         if out is not NotImplemented:
+            if view and isinstance(out, Tensor):
+                _views.made(operands[0], out, op.name, attrs)
             return out
         if any(o is not None and o._sym is not None for o in operands):  # runs eagerly: concrete sizes
             result_types = op.verify([None if o is None else type_of_array(o._data) for o in operands], attrs)
@@ -73,15 +81,34 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         from .compiler.backends.device_ops import run_on_device
 
         wrapped = run_on_device(op, operands, attrs, result_types)
+        if not view:  # a result in an operand's buffer (an identity) gets a buffer of its own
+            for w in wrapped:
+                d = w._data
+                if type(d) is DeviceArray and any(type(a) is DeviceArray and a.view == d.view for a in arrays):
+                    from .runtime.program import device_copy
+
+                    w._data = device_copy(d)
     else:
         outs = op.evaluate(arrays, attrs, result_types)
+        if not view:  # a result over an operand's memory (an identity) is a new tensor: a copy
+            outs = [_own(a, arrays) for a in outs]
         wrapped = tuple(Tensor._wrap(a) for a in outs)
     for o in operands:
         if o is not None and o._requires_grad:
             if is_grad_enabled():  # autograd: the results remember how they were made
                 record(op, operands, attrs, wrapped)
             break
+    if view:
+        _views.made(operands[0], wrapped[0], op.name, attrs)
     return wrapped[0] if len(wrapped) == 1 else wrapped
+
+
+def _own(a: Any, arrays: list) -> Any:
+    if type(a) is np.ndarray and (a.base is not None or any(a is x for x in arrays)):
+        for x in arrays:
+            if type(x) is np.ndarray and np.may_share_memory(a, x):
+                return a.copy()
+    return a
 
 
 def current_handler() -> CaptureHandler | None:

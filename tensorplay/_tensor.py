@@ -19,6 +19,7 @@ from .dialects.tp.types import TensorType, type_of_array
 from ._device import CPU, DEVICE_TYPES, as_device, device, driver_of
 from ._grad_mode import is_grad_enabled as _grad_enabled
 from .runtime.storage import DeviceArray, aligned_copy, mark_shared
+from . import _views
 
 __all__ = ["Tensor", "Size"]
 
@@ -55,7 +56,17 @@ class Tensor:
     # autograd state (class defaults: nothing to set per tensor until autograd touches it)
     _grad_fn: Any = None  # the Node that made this tensor (None for a leaf)
     _output_nr: int = 0  # which result of that node it is
-    _version: int = 0  # bumped by each in-place change (PyTorch's version counter)
+    # storage sharing (tensorplay/_views.py): views, detach() and .data alias their root's memory
+    _root: Any = None  # the tensor owning the storage this one aliases (None: its own)
+    _steps: tuple = ()  # the view ops that make this alias from the root
+    _base_t: Any = None  # PyTorch's _base (views only)
+    _nb: int = 0  # how many of the steps make the view from _base_t
+    _st: Any = None  # [writes]: the storage's write counter, shared by the root and its aliases
+    _vc: Any = None  # [version]: PyTorch's version counter, shared by a base, its views, detach()
+    _seen: int = 0  # storage writes this alias's value reflects
+    _gfseen: int = 0  # version this view's grad_fn reflects
+    _nograd_view: bool = False  # a view of a tensor requiring grad, made under no_grad
+    _multi_view: Any = None  # (output index, node name) of a split/chunk/unbind view requiring grad
     #: (capture, symbolic TensorType) of a concrete tensor whose sizes a capture running its
     #: program in segments keeps symbolic (set and cleared by that capture)
     _sym: Any = None
@@ -97,6 +108,20 @@ class Tensor:
         t._capture = capture
         return t
 
+    @property
+    def _version(self) -> int:
+        """PyTorch's version counter: in-place changes of this tensor, its base and views."""
+        vc = self._vc
+        return 0 if vc is None else vc[0]
+
+    @property
+    def _base(self) -> Tensor | None:
+        """The tensor this one is a view of (None if it is not a view), as in PyTorch."""
+        return self._base_t
+
+    def _is_view(self) -> builtins.bool:
+        return self._base_t is not None
+
     def _tensor_type(self) -> TensorType:
         if self._data is None:
             return self._type
@@ -111,6 +136,8 @@ class Tensor:
     def _concrete(self, why: str) -> np.ndarray:
         """The values of this tensor as a host array (a device tensor's read-only copy);
         capture tensors report a graph break for ``why``."""
+        if self._root is not None:
+            _views.sync(self)
         data = self._data
         if data is None:
             from ._capture_hooks import needs_concrete_value
@@ -187,15 +214,41 @@ class Tensor:
         return self.dtype.itemsize
 
     def stride(self, dim: int | None = None):
-        strides, acc = [], 1
-        for d in reversed(self.shape):
-            strides.append(acc)
-            acc *= max(d, 1)
-        strides = tuple(reversed(strides))
+        """The step in elements between neighbours along each dim (PyTorch's strides: views
+        share their base's memory; see docs/tensors.md)."""
+        strides, _ = _views.layout(self)
         return strides if dim is None else strides[_checked_dim("stride", dim, self.ndim)]
 
-    def is_contiguous(self) -> bool:
+    def storage_offset(self) -> int:
+        """Where this tensor starts in its storage, in elements."""
+        return _views.layout(self)[1]
+
+    def is_contiguous(self, memory_format: Any = None) -> builtins.bool:
+        try:
+            strides, _ = _views.layout(self)
+        except TypeError:  # sizes known only at run time (a capture): views that reorder are not
+            return all(name == "tp.reshape" for name, _ in self._steps)
+        if self.numel() == 0:
+            return True
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(strides)):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
         return True
+
+    def data_ptr(self) -> int:
+        """The address of this tensor's first element (host tensors)."""
+        data = self._concrete("Tensor.data_ptr()") if type(self._data) is not DeviceArray else None
+        if data is None:
+            raise RuntimeError(f"data_ptr() of a {self.device} tensor is not available: its memory is an "
+                               f"IREE device buffer")
+        return data.__array_interface__["data"][0]
+
+    def untyped_storage(self) -> UntypedStorage:
+        """The memory this tensor and its aliases share."""
+        root = self._root if self._root is not None else self
+        return UntypedStorage(root)
 
     @property
     def T(self) -> Tensor:  # noqa: N802
@@ -207,11 +260,33 @@ class Tensor:
 
     @property
     def data(self) -> Tensor:
-        return self.detach()
+        """This tensor's memory as a tensor that does not require grad; writes to it are seen
+        here and are not recorded by autograd."""
+        from . import _dispatch
+
+        if self._data is None or _dispatch.current_handler() is not None:
+            from ._grad_mode import no_grad
+
+            with no_grad():
+                out = _E.clone(self)
+            return _views.alias(self, out, shares_version=False)
+        return _views.alias(self, Tensor._wrap(self._data), shares_version=False)
 
     @data.setter
     def data(self, value: Tensor) -> None:
-        self._assign(value, track=False)
+        if not isinstance(value, Tensor):
+            raise TypeError(f"expected a Tensor, got {type(value).__name__}")
+        if self._data is None or value._data is None or tuple(value.shape) != tuple(self.shape):
+            self._assign(value, track=False)
+            return
+        # PyTorch's `x.data = y`: x takes y's storage (later writes to either are seen by both)
+        if value.dtype is not self.dtype:
+            raise RuntimeError(f"x.data = y: y must have x's dtype ({self.dtype}), got {value.dtype}")
+        if self._st is not None or self._root is not None:
+            self._assign(value, track=False)  # aliases of this tensor keep seeing its memory
+            return
+        self._data = value._data
+        _views.alias(value, self, shares_version=False)
 
     # -- autograd --------------------------------------------------------------------------
     @property
@@ -301,6 +376,8 @@ class Tensor:
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                                "instead.")
+        if self._root is not None:
+            _views.sync(self)
         data = self._data
         if type(data) is DeviceArray:
             if not force:
@@ -326,8 +403,9 @@ class Tensor:
     def clone(self) -> Tensor:
         return _E.clone(self)
 
-    def contiguous(self) -> Tensor:
-        return self
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """Itself when its elements lie in order in memory, else a copy that does."""
+        return self if self.is_contiguous() else _E.clone(self)
 
     def detach(self) -> Tensor:
         from . import _dispatch
@@ -338,8 +416,9 @@ class Tensor:
             from ._grad_mode import no_grad
 
             with no_grad():
-                return _E.clone(self)
-        return Tensor._wrap(self._data)
+                out = _E.clone(self)
+            return _views.alias(self, out, shares_version=True)  # (writes to it reach self)
+        return _views.alias(self, Tensor._wrap(self._data), shares_version=True)
 
     def cpu(self) -> Tensor:
         """This tensor on the host: itself if it is there, else a copy (a download)."""
@@ -354,6 +433,8 @@ class Tensor:
 
     def _moved(self, target: device, copy: builtins.bool = False) -> Tensor:
         """This tensor's value on ``target``: itself when it is there (a copy if ``copy``)."""
+        if self._root is not None:
+            _views.sync(self)
         data = self._data
         if data is None:  # a capture tensor: the whole graph runs on the compiled backend's device
             return self
@@ -544,7 +625,7 @@ class Tensor:
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         out = type(self).__new__(type(self))
-        out.__dict__.update({k: v for k, v in self.__dict__.items()})
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _ALIAS_FIELDS})
         data = self._data
         out._data = data if data is None or type(data) is DeviceArray else aligned_copy(data)  # device storage is immutable
         memo[id(self)] = out
@@ -668,29 +749,33 @@ class Tensor:
 
     # -- in-place methods ------------------------------------------------------------------
     def _assign(self, value: Tensor, track: builtins.bool = True) -> Tensor:
-        """Replace this tensor's value by ``value`` (same shape), keeping the object: an
-        in-place change, which autograd records (``track``) as PyTorch does."""
+        """Write ``value`` (same shape) into this tensor in place: every tensor sharing its
+        memory sees the change (tensorplay/_views.py), and autograd records it (``track``) as
+        PyTorch does."""
         if not isinstance(value, Tensor):
             raise TypeError(f"expected a Tensor, got {type(value).__name__}")
         if tuple(value.shape) != tuple(self.shape):
             raise RuntimeError(f"in-place update of a tensor of shape {list(self.shape)} with a "
                                f"value of shape {list(value.shape)}")
-        if track and self._requires_grad and self._grad_fn is None and _grad_enabled():
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        if track and self._requires_grad and _grad_enabled():
+            base = self._base_t
+            if base is not None and base._grad_fn is None and base._requires_grad:
+                raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                                   "operation.")
+            if self._grad_fn is None:
+                raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+            if self._multi_view is not None:
+                i, node = self._multi_view
+                raise RuntimeError(f"Output {i} of {node} is a view and is being modified inplace. This view is "
+                                   f"the output of a function that returns multiple views. Such functions do not "
+                                   f"allow the output views to be modified inplace. You should replace the "
+                                   f"inplace operation by an out-of-place one.")
         if value.dtype is not self.dtype:
             value = _E.cast(value, self.dtype)
-        if value._data is not None and self._data is not None:
-            self._data = value._data
-        else:
-            from ._capture_hooks import rebind
-
-            rebind(self, value)
-        if track:
-            self._version += 1
-            node = value._grad_fn
-            if node is not None:  # this tensor now is that result
-                node._rebased(self)
-                self._grad_fn, self._output_nr, self._requires_grad = node, value._output_nr, True
+        if value._data is not None and self._data is not None and (
+                type(value._data) is not type(self._data) or value.device != self.device):
+            value = value._moved(self.device)  # (a value made on the host: fill_, setitem of a scalar)
+        _views.write(self, value, track)
         return self
 
     def add_(self, other, *, alpha=1):
@@ -762,6 +847,39 @@ class Tensor:
         return self
 
 
+#: what makes a tensor share another's storage (a deep copy has its own)
+_ALIAS_FIELDS = frozenset({"_root", "_steps", "_base_t", "_nb", "_st", "_vc", "_seen", "_gfseen", "_nograd_view",
+                           "_multi_view"})
+
+
+class UntypedStorage:
+    """The memory a tensor and its aliases share (``Tensor.untyped_storage()``): equal for
+    tensors over the same storage."""
+
+    def __init__(self, root: Tensor):
+        self._root = root
+
+    def data_ptr(self) -> int:
+        return self._root.data_ptr()
+
+    def nbytes(self) -> int:
+        return self._root.numel() * self._root.element_size()
+
+    def size(self) -> int:
+        return self.nbytes()
+
+    __len__ = size
+
+    def __eq__(self, other: Any) -> builtins.bool:
+        return isinstance(other, UntypedStorage) and other._root is self._root
+
+    def __hash__(self) -> int:
+        return id(self._root)
+
+    def __repr__(self) -> str:
+        return f"tensorplay.UntypedStorage(nbytes={self.nbytes()})"
+
+
 def _rebuild(array: np.ndarray, requires_grad: builtins.bool, cls: type) -> Tensor:
     t = cls._wrap(aligned_copy(array))
     t.requires_grad = requires_grad
@@ -825,7 +943,7 @@ _FORWARDED = {
     "_S": [
         "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
         "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
-        "movedim", "narrow", "flip", "repeat", "tile",
+        "movedim", "narrow", "select", "flip", "repeat", "tile",
     ],
     "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
            "scatter_add", "unique"],
@@ -839,7 +957,12 @@ for _module_attr, _names in _FORWARDED.items():
 def _view(self: Tensor, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) and _is_dtype_like(shape[0]):
         raise TypeError("view(dtype) reinterpretation is not supported; use .to(dtype)")
-    return _S.reshape(self, *shape)
+    out = _S.reshape(self, *shape)
+    if out is not self and out._base_t is None and self.numel() > 1 and self._data is not None \
+            and type(self._data) is np.ndarray:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return out
 
 
 def _expand(self: Tensor, *sizes: Any) -> Tensor:

@@ -103,6 +103,9 @@ def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType,
                  for i, d in enumerate(dst.shape)]
     if dst.rank == 1:
         return match_type(flat, dst)
+    # (an expansion to run-time sizes needs a flat size known at run time too: a static one,
+    # from a static source, is cast to it)
+    flat = match_type(flat, TensorType((None,), dst.dtype))
     return expand(flat, [list(range(dst.rank))], list(sizes))
 
 

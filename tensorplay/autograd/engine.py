@@ -10,10 +10,11 @@ What is done here once for every op, so no rule repeats it: a rule returns each 
 gradient in the shape and dtype of the op's (broadcast, promoted) computation, and the
 engine sums it over the broadcast dims and casts it back to the operand's shape and dtype.
 
-Saved values are the arrays as they were when the op ran (tensors are values here: an
-in-place method rebinds the tensor to a new array), so a rule always sees the right numbers;
-PyTorch's version counter is still kept, and a rule that reads an operand that was modified
-in place after it was saved raises PyTorch's error, as code written for PyTorch expects.
+Saved values are the arrays the op read. An in-place op writes into a tensor's memory when
+views share it (``tensorplay/_views.py``), so PyTorch's version counter, shared by a base, its
+views and ``detach()``, guards them: a rule that reads an operand modified in place after it
+was saved raises PyTorch's error. The op whose result an in-place method writes back keeps a
+copy of the operand it overwrites (``Node._rebased``).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class GraphNode:
     def release(self) -> None:
         """Free what the node saved (after a backward without retain_graph)."""
 
-    def _rebased(self, t: Any) -> None:
+    def _rebased(self, t: Any, copy: bool = False) -> None:
         """``t``, an operand, was rebound in place to this node's result (nothing saved here)."""
 
 
@@ -192,12 +193,15 @@ class Node(GraphNode):
     def release(self) -> None:
         self._inputs = self._outputs = None
 
-    def _rebased(self, t: Any) -> None:
-        """``t``, an operand of this op, was rebound to its result in place (``x.mul_(y)``):
-        the saved copy is what the rule needs, so the change is not an error."""
+    def _rebased(self, t: Any, copy: bool = False) -> None:
+        """``t``, an operand of this op, takes its result in place (``x.mul_(y)``): the saved
+        value is what the rule needs, so the change is not an error; ``copy``: the result is
+        written into ``t``'s memory, so the saved value is copied first."""
         for s in self._inputs or ():
             if s is not None and s.tensor is t:
                 s.tensor = None  # the value before the change, kept: later changes do not matter
+                if copy and s.data is t._data:
+                    s.data = s.data.copy()
 
     def apply(self, grads: list) -> tuple:
         if self._inputs is None:

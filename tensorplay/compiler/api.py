@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from .. import _views
 from .._grad_mode import is_grad_enabled
 from .._tensor import Tensor
 from ..autograd.engine import NoBackward
@@ -185,7 +186,7 @@ class Entry:
             else:
                 obj = target()
             if obj is not None:
-                obj._data = outs[k]
+                _views.replace_array(obj, outs[k])
                 obj._capture = None
                 obj._type = None
         for target, k in self.grad_writebacks:  # the .grad a backward() inside the function set

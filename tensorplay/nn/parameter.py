@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _views
 from .._tensor import Tensor
 
 __all__ = ["Parameter", "Buffer"]
@@ -20,7 +21,7 @@ def _adopt(target: Tensor, data: Any) -> None:
 
         data = tensor(data)
     target._init_meta()
-    target._data = data._data
+    _views.adopt(target, data)
     target._type = data._type
     target._capture = data._capture
     target._static_dims = data._static_dims

@@ -269,10 +269,14 @@ def getitem(tensor: Tensor, key: Any) -> Tensor:
 
 def _value_tensor(x: Tensor, value: Any, op: str) -> Tensor:
     if isinstance(value, Tensor):
-        return value if value.dtype is x.dtype else apply("tp.cast", value, dtype=x.dtype)
-    if is_scalar(value):
-        return scalar_tensor(value, x.dtype, op)
-    raise TypeError(f"can't assign a {type(value).__name__} to a {x.type()}")
+        v = value if value.dtype is x.dtype else apply("tp.cast", value, dtype=x.dtype)
+    elif is_scalar(value):
+        v = scalar_tensor(value, x.dtype, op)
+    else:
+        raise TypeError(f"can't assign a {type(value).__name__} to a {x.type()}")
+    if type(x._data) is DeviceArray and type(v._data) is not DeviceArray and v._data is not None:
+        v = v.to(x.device)  # a host value written into a device tensor (copy_'s rule)
+    return v
 
 
 def _strip_leading_ones(v: Tensor, rank: int) -> tuple[Any, ...]:

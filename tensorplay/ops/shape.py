@@ -27,7 +27,7 @@ __all__ = [
     "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims", "t",
     "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
     "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
-    "chunk", "unbind", "movedim", "moveaxis", "narrow", "flip", "repeat", "tile",
+    "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile",
 ]
 
 
@@ -72,7 +72,22 @@ def slice_dim(x: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tenso
 
 
 def select(x: Tensor, dim: int, index: int) -> Tensor:
-    """``x`` at ``index`` along ``dim``, that dimension removed (``index`` in range)."""
+    """``x`` at ``index`` along ``dim``, that dimension removed (a view; ``torch.select``)."""
+    x = _tensor(x, "select")
+    if x.ndim == 0:
+        raise DimError("select() cannot be applied to a 0-dim tensor.")
+    dim = normalize_dim("select", dim, x.ndim)
+    size = x.shape[dim]
+    index = int(index)
+    if size is not None and type(size) is int:
+        if not -size <= index < size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size {list(x.shape)} at "
+                             f"dimension {dim}")
+        index %= size
+    return _select(x, dim, index)
+
+
+def _select(x: Tensor, dim: int, index: int) -> Tensor:
     part = slice_dim(x, dim, index, index + 1 if index != -1 else SLICE_END)
     return reshape_to(part, tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), "select")
 
@@ -465,7 +480,16 @@ def _pieces(x: Tensor, dim: int, sizes: Sequence[int]) -> tuple[Tensor, ...]:
     for s in sizes:
         out.append(slice_dim(x, dim, start, start + s))
         start += s
-    return tuple(out)
+    return _multi_views(out, "SplitBackward0")
+
+
+def _multi_views(views: Sequence[Tensor], node: str) -> tuple[Tensor, ...]:
+    """The views of one function returning several (split, chunk, unbind): PyTorch forbids
+    modifying them in place when they require grad."""
+    for i, v in enumerate(views):
+        if v._requires_grad and v._base_t is not None:
+            v._multi_view = (i, node)
+    return tuple(views)
 
 
 def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
@@ -490,7 +514,7 @@ def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:
     if x.ndim == 0:
         raise DimError("Dimension specified as 0 but tensor has no dimensions")
     d = normalize_dim("unbind", dim, x.ndim)
-    return tuple(select(x, d, i) for i in range(_static_size("unbind", x, d)))
+    return _multi_views([_select(x, d, i) for i in range(_static_size("unbind", x, d))], "UnbindBackward0")
 
 
 def narrow(input: Any, dim: int, start: Any, length: int) -> Tensor:

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, Donated, TransferStats, count, device_name, from_storage,
-                      is_host_driver, is_shared, release_device_arrays, stats, storage_dtype, to_storage)
+                      is_host_driver, is_shared, host_version, release_device_arrays, stats, storage_dtype, to_storage)
 
 __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function", "load", "load_vm_module",
-           "get_device", "driver_devices", "download", "to_device", "resident_view", "release_all", "DriverUnavailable",
+           "get_device", "driver_devices", "download", "to_device", "device_copy", "resident_view", "release_all", "DriverUnavailable",
            "check_archive", "iree_reason", "BACKEND_OF_DRIVER"]
 
 #: the IREE runtime drivers a Program can load on
@@ -674,19 +674,19 @@ def _copy_up(device: Any, array: np.ndarray, element_type: Any, label: str | Non
 
 # -- device copies of host arrays kept between calls ------------------------------------------------
 
-_resident: dict[tuple[str, int, str], tuple[weakref.ref, Any]] = {}
+_resident: dict[tuple[str, int, str], tuple[weakref.ref, Any, int]] = {}
 
 
 def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None, label: str | None,
                   index: int | None = None) -> Any:
     """The device copy of host ``array`` on ``program``'s device, made on first use and kept
-    while the array lives (a tensor's storage never changes in place; see storage.py). The
+    while the array lives and is not written in place (see storage.py). The
     CPU drivers share one copy: both keep buffers in host memory, and a program on either
     reads the other's (a program timed on both drivers uploads its weights once)."""
     memory = "host" if program._host_memory else program.driver
     key = (memory, id(array), "" if storage is None else storage.str)
     hit = _resident.get(key)
-    if hit is not None and hit[0]() is array:
+    if hit is not None and hit[0]() is array and hit[2] == host_version(array):
         return hit[1]
     if storage is None and program.reads_in_place(array):
         return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
@@ -710,7 +710,23 @@ def _keep(key: tuple[str, int, str], array: np.ndarray, view: Any) -> None:
     except TypeError:
         return
     with _lock:
-        _resident[key] = (ref, view)
+        _resident[key] = (ref, view, host_version(array))
+
+
+def device_copy(a: DeviceArray) -> DeviceArray:
+    """A new buffer on ``a``'s device holding its bytes (a device-side copy): a tensor of its
+    own where a program returned one of its arguments' buffers."""
+    rt = _rt()
+    device = get_device(a.driver)
+    view = a.view
+    nbytes = view.byte_length
+    buffer = device.allocator.allocate_buffer(memory_type=int(rt.MemoryType.DEVICE_LOCAL),
+                                              allowed_usage=int(rt.BufferUsage.DEFAULT),
+                                              allocation_size=max(nbytes, 1))
+    if nbytes:
+        _queue_copy(rt, device, view.get_buffer(), buffer)
+    return DeviceArray(rt.HalBufferView(buffer, list(view.shape), int(view.element_type)), a.driver, a.shape,
+                       a.dtype, a.storage)
 
 
 def to_device(array: np.ndarray, driver: str) -> DeviceArray:

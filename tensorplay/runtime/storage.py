@@ -10,9 +10,11 @@ Every copy between the host and a device is counted (:func:`stats`, :func:`reset
 bytes and buffers uploaded and downloaded, in total and per program, and the host arrays a
 CPU program read in place (``imports``). ``TENSORPLAY_LOGS=perf`` shows them per call.
 
-Storage is immutable: tensorplay's in-place operations give a tensor a new storage, so a
-storage's identity is its version. :func:`resident_view` keeps one device copy of a host
-array for as long as the array lives (module weights: uploaded once per device); an array
+A host array written in place (an in-place op on a tensor that shares its memory with views,
+``.data``, ``detach()`` or numpy: see ``tensorplay/_views.py``) gets a new version
+(:func:`note_host_write`, :func:`host_version`); a device array is immutable.
+:func:`resident_view` keeps one device copy of a host array for as long as the array lives
+and its version does not change (module weights: uploaded once per device); an array
 whose memory is shared with code outside tensorplay (``Tensor.numpy()``, ``np.asarray(t)``,
 ``tp.from_numpy``, DLPack) can change behind tensorplay's back, so it is never cached and is
 uploaded on every call instead (:func:`mark_shared`).
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ALIGNMENT", "IN_PLACE_MIN_BYTES", "aligned_copy", "DeviceArray", "Donated", "sole_reference", "TransferStats", "stats", "reset_stats",
-           "mark_shared", "is_shared", "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
+           "mark_shared", "is_shared", "note_host_write", "host_version", "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
 
 #: the byte alignment IREE's CPU code assumes of its buffers; host arrays that have it are
 #: passed to CPU programs in place, others are copied into an aligned buffer
@@ -215,6 +217,41 @@ def is_shared(array: np.ndarray) -> bool:
             return True
         a = a.base
     return False
+
+
+_writes: dict[int, tuple[Any, int]] = {}  # id(memory owner) -> (weak ref, writes)
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    a = array
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def note_host_write(array: np.ndarray) -> None:
+    """``array``'s memory was written in place: device copies of it made before are stale."""
+    owner = _owner(array)
+    key = id(owner)
+    with _lock:
+        hit = _writes.get(key)
+        if hit is not None and hit[0]() is owner:
+            _writes[key] = (hit[0], hit[1] + 1)
+            return
+        try:
+            ref = weakref.ref(owner, lambda _r, key=key: _writes.pop(key, None))
+        except TypeError:
+            return
+        _writes[key] = (ref, 1)
+
+
+def host_version(array: np.ndarray) -> int:
+    """How many in-place writes ``array``'s memory had (0: never written in place)."""
+    if not _writes:
+        return 0
+    owner = _owner(array)
+    hit = _writes.get(id(owner))
+    return hit[1] if hit is not None and hit[0]() is owner else 0
 
 
 # -- device arrays ---------------------------------------------------------------------------------

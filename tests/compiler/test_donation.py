@@ -187,19 +187,26 @@ def test_state_someone_else_holds_is_never_changed_behind_their_back(dev):
     batches = list(zip(_batches(5, dev), _batches(5)))
     for (x, y), (hx, hy) in batches[:2]:
         compiled(x, y), eager_step(hx, hy)
-    # a detached tensor sharing the weight's storage, and an array handed out by .numpy():
-    # tensorplay's in-place updates give the weight a new storage, so both keep the old values
+    # a detached tensor sharing the weight's storage, an array handed out by .numpy() (shared
+    # on the host, a copy from a device) and a copy: the compiled updates are written into the
+    # weight's memory as PyTorch's in-place updates are, never into an array given up for it
     weight = net[3].weight
     held = weight.detach()
     snapshot = held.cpu().numpy().copy()
     moment = opt.state[weight]["exp_avg"]
     handed = moment.cpu().numpy() if dev is not None else moment.numpy()
     handed_copy = np.array(handed)
+    copied = moment.clone()
     for (x, y), (hx, hy) in batches[2:]:
         np.testing.assert_allclose(compiled(x, y).item(), eager_step(hx, hy).item(), rtol=1e-5)
-    np.testing.assert_array_equal(held.cpu().numpy(), snapshot)
-    np.testing.assert_array_equal(handed, handed_copy)
+    np.testing.assert_array_equal(held.cpu().numpy(), weight.detach().cpu().numpy())
     assert not np.array_equal(weight.detach().cpu().numpy(), snapshot)
+    if dev is None:
+        np.testing.assert_array_equal(handed, moment.numpy())
+    else:
+        np.testing.assert_array_equal(handed, handed_copy)
+    assert not np.array_equal(handed_copy, moment.cpu().numpy())
+    np.testing.assert_array_equal(copied.cpu().numpy(), handed_copy)
     for p, q in zip(net.parameters(), eager_net.parameters()):  # (AdamW: see above)
         np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-4, atol=1e-5)
 

@@ -204,8 +204,9 @@ class BroadcastTo(ShapeOp):
 
     def reference(self, arrays, attrs):
         a = arrays[0]
-        # a fresh array: numpy's broadcast view is read-only with zero strides
-        return np.broadcast_to(a, resolve_broadcast(self, a.shape, attrs["shape"])).copy()
+        # numpy's broadcast view (zero strides, read-only): the eager `expand` shares its
+        # operand's memory, as in PyTorch, and a write into it raises PyTorch's error
+        return np.broadcast_to(a, resolve_broadcast(self, a.shape, attrs["shape"]))
 
 
 @register

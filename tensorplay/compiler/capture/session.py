@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import sympy
 
+from ... import _views
 from ... import _dispatch
 from ..._thread_views import close_view, open_view
 from ..._grad_mode import is_grad_enabled
@@ -955,12 +956,15 @@ class Capture:
         for t, ttype in kept:
             self._mark_symbolic(t, substitute_type(ttype, settle))
         for t, v in pending:
-            t._data = first[v] if v.node is None else results[index[v]]
+            _views.replace_array(t, first[v] if v.node is None else results[index[v]])
             t._capture = None
             t._type = None
             self._mark_symbolic(t, substitute_type(v.type, settle))
             if grad_fn is not None and v.node is not None:
                 grad_fn(t, index[v])
+        for t, _ in pending:  # aliases of concrete tensors view their memory again
+            if t._root is not None:
+                _views.rematerialize(t)
         self._converted.clear()
         self._segment_index += 1
         self.mode = LAZY

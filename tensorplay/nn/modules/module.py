@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _views
 from ..._device import as_device, driver_of
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
@@ -98,6 +99,7 @@ def _to_tensor(value: Any) -> Tensor | None:
 def _set_value(target: Tensor, value: Tensor) -> None:
     """Rebind ``target`` to ``value``, which may differ in dtype (``Module.to``)."""
     _state_changed()
+    _views.forget(target)
     target._data = value._data
     target._type = value._type
     target._capture = value._capture

@@ -1,0 +1,494 @@
+"""Tensors that share storage: views, ``detach()`` and ``.data`` (PyTorch's aliasing rules).
+
+Every tensor over another tensor's memory is an *alias* of that memory's root tensor:
+
+- ``_root``: the tensor that owns the storage (a view of a view points at the first one's root);
+- ``_steps``: the view ops that make the alias from the root, each ``(op name, attrs)`` of a tp
+  view op (``tp.reshape``, ``tp.permute``, ``tp.slice``, ``tp.broadcast_to``): empty for
+  ``detach()`` and ``.data``;
+- ``_base_t``: PyTorch's ``_base`` (set for views only), ``_nb`` the number of trailing steps
+  that make the view from it;
+- ``_st``: the storage's write counter, one cell shared by the root and all its aliases;
+- ``_vc``: PyTorch's version counter, shared by a base, its views and ``detach()`` (not by
+  ``.data``).
+
+On the host an alias is a numpy view of its root's array, so a write through any of them is
+seen by all (:func:`write` copies into the memory). Device arrays are immutable IREE buffers
+and captured tensors are graph values, so there an alias is *functional*: a write through it
+computes the root's new value (the inverse of the view steps: ``tp.slice_update``, the inverse
+permutation and reshape) and every other alias recomputes its value from the root when it is
+next used (:func:`sync`, called by ``_dispatch.apply`` and by everything that reads a tensor's
+data). Autograd follows PyTorch: an in-place op on a view rebases its base's history onto the
+update, and views take a new ``grad_fn`` from their base when its version moved.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ._grad_mode import is_grad_enabled, no_grad
+from .runtime.storage import DeviceArray, is_shared, note_host_write
+
+__all__ = ["VIEW_OPS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared", "replace_array",
+           "rematerialize", "layout", "OVERLAP"]
+
+#: the tp ops whose result may share its operand's storage
+VIEW_OPS = frozenset({"tp.reshape", "tp.permute", "tp.slice", "tp.broadcast_to"})
+
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location. Please clone() the tensor before performing the operation.")
+
+_NOGRAD_VIEW = ("A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given "
+                "that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+                "moving both the view and the inplace either both inside the no_grad block (if you don't want "
+                "the inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+
+
+class Storage:
+    """What a root tensor and its aliases share: the count of writes to the memory, and the
+    aliases alive (while none is, the root may take a new array instead of being written)."""
+
+    __slots__ = ("writes", "aliases")
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.aliases: weakref.WeakSet = weakref.WeakSet()
+
+
+def _storage(t: Any) -> Storage:
+    st = t._st
+    if st is None:
+        st = t._st = Storage()
+    return st
+
+
+def shared(t: Any) -> bool:
+    """Whether another live tensor aliases ``t``'s memory."""
+    if t._root is not None:
+        return True
+    st = t._st
+    return st is not None and len(st.aliases) > 0
+
+
+def _counter(t: Any) -> list:
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    return vc
+
+
+def _host(t: Any) -> bool:
+    """Whether ``t`` is an eager host tensor (its memory is a numpy array it reads directly)."""
+    return type(t._data) is np.ndarray and t._capture is None
+
+
+def alias(t: Any, out: Any, *, shares_version: bool) -> Any:
+    """Make ``out`` (a tensor over ``t``'s data: ``detach()``, ``.data``) an alias of ``t``'s
+    storage that is not a view."""
+    root = t._root if t._root is not None else t
+    out._root = root
+    out._steps = t._steps
+    st = _storage(root)
+    t._st = st
+    out._st = st
+    st.aliases.add(out)
+    out._seen = st.writes
+    out._vc = _counter(t) if shares_version else [0]
+    return out
+
+
+def made(src: Any, out: Any, name: str, attrs: dict) -> None:
+    """``out`` is the result of view op ``name`` applied to ``src``: record it as a view of
+    ``src``'s storage when it is one (a reshape that had to copy is not)."""
+    if type(out._data) is np.ndarray and type(src._data) is np.ndarray:
+        if out._data.size and not np.may_share_memory(out._data, src._data):
+            return  # numpy copied (a reshape of a non-contiguous array): a new tensor
+    elif name == "tp.reshape" and not _reshape_is_view(src, tuple(out.shape)):
+        return
+    root = src._root if src._root is not None else src
+    out._root = root
+    out._steps = src._steps + ((name, attrs),)
+    if src._base_t is not None:
+        out._base_t, out._nb = src._base_t, src._nb + 1
+    else:
+        out._base_t, out._nb = src, 1
+    st = _storage(root)
+    src._st = st
+    out._st = st
+    st.aliases.add(out)
+    out._seen = st.writes
+    vc = out._vc = _counter(src)
+    out._gfseen = vc[0]
+    if root._requires_grad and not is_grad_enabled():
+        out._nograd_view = True
+
+
+def _contiguous_strides(shape: tuple) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= max(d, 1)
+    return strides[::-1]
+
+
+def layout(t: Any) -> tuple[tuple[int, ...], int]:
+    """``t``'s strides and storage offset in elements, as PyTorch would have them: an alias's
+    follow from its root's by PyTorch's rules for each view step (numpy's differ for dims of
+    size 0 and 1, where any stride addresses the same elements)."""
+    root = t._root
+    if root is None:
+        return _own_strides(t), 0
+    shape, strides, offset = tuple(root.shape), list(_own_strides(root)), 0
+    for name, attrs in t._steps:
+        shape, strides, offset = _step_layout(name, attrs, shape, strides, offset)
+    return tuple(strides), offset
+
+
+def _own_strides(t: Any) -> tuple[int, ...]:
+    data = t._data
+    shape = tuple(t.shape)
+    if type(data) is np.ndarray and t._capture is None and data.size:
+        item = data.itemsize or 1
+        return tuple(s // item if n != 1 else c for s, n, c in zip(data.strides, shape, _contiguous_strides(shape)))
+    return tuple(_contiguous_strides(shape))
+
+
+def _step_layout(name: str, attrs: dict, shape: tuple, strides: list, offset: int):
+    from .dialects.tp.ops.shape import clamp_bound, slice_length  # noqa: F401
+
+    if name == "tp.permute":
+        dims = attrs["dims"]
+        return tuple(shape[d] for d in dims), [strides[d] for d in dims], offset
+    if name == "tp.broadcast_to":
+        target = tuple(attrs["shape"])
+        lead = len(target) - len(shape)
+        new_strides = [0] * lead
+        new_shape = list(target[:lead])
+        for i, (s, st) in enumerate(zip(shape, strides)):
+            want = target[lead + i]
+            if want == -1 or want == s:
+                new_shape.append(s)
+                new_strides.append(st)
+            else:
+                new_shape.append(want)
+                new_strides.append(0)
+        return tuple(new_shape), new_strides, offset
+    if name == "tp.slice":
+        new_shape, new_strides = [], []
+        for d, (s, st) in enumerate(zip(shape, strides)):
+            start, end, step = attrs["starts"][d], attrs["ends"][d], attrs["steps"][d]
+            start, end, _ = slice(start, end, step).indices(s)
+            n = max(0, -(-(end - start) // step))
+            offset += start * st
+            new_shape.append(n)
+            new_strides.append(st * step)
+        return tuple(new_shape), new_strides, offset
+    # tp.reshape
+    target = list(attrs["shape"])
+    if -1 in target:
+        known = 1
+        for d in target:
+            if d != -1:
+                known *= d
+        numel = 1
+        for d in shape:
+            numel *= d
+        target[target.index(-1)] = numel // known if known else 0
+    new_strides = view_strides(tuple(shape), list(strides), tuple(target))
+    if new_strides is None:
+        new_strides = _contiguous_strides(tuple(target))
+    return tuple(target), new_strides, offset
+
+
+def view_strides(sizes: tuple, strides: list, new_sizes: tuple) -> list | None:
+    """The strides of ``new_sizes`` over the memory of a tensor with ``sizes`` and ``strides``
+    when a reshape can view it, else None (the reshape copies)."""
+    numel = 1
+    for d in sizes:
+        numel *= d
+    if numel == 0 or not sizes:
+        return _contiguous_strides(new_sizes)
+    out = [0] * len(new_sizes)
+    vd = len(new_sizes) - 1
+    base = strides[-1]
+    chunk = 1
+    view_n = 1
+    for td in range(len(sizes) - 1, -1, -1):
+        chunk *= sizes[td]
+        if td == 0 or (sizes[td - 1] != 1 and strides[td - 1] != chunk * base):
+            while vd >= 0 and (view_n < chunk or new_sizes[vd] == 1):
+                out[vd] = view_n * base
+                view_n *= new_sizes[vd]
+                vd -= 1
+            if view_n != chunk:
+                return None
+            if td > 0:
+                base = strides[td - 1]
+                chunk = 1
+                view_n = 1
+    return out if vd == -1 else None
+
+
+def _reshape_is_view(src: Any, new_shape: tuple) -> bool:
+    """Whether a reshape of a functional (device or captured) tensor is a view in PyTorch."""
+    shape = tuple(src.shape)
+    if all(type(d) is int for d in shape) and all(type(d) is int for d in new_shape):
+        try:
+            strides, _ = layout(src)
+            return view_strides(shape, list(strides), tuple(new_shape)) is not None
+        except TypeError:  # its root's sizes are known only at run time
+            pass
+    # sizes known only at run time: a view of a contiguous tensor, or one that only adds or
+    # drops dims of size 1 (squeeze, unsqueeze, select)
+    if not src._steps:
+        return True
+    from .dialects.tp import symbolic as sym
+
+    kept = [d for d in shape if not (type(d) is int and d == 1)]
+    target = [d for d in new_shape if not (type(d) is int and d == 1)]
+    return len(kept) == len(target) and all(a is b or sym.known_eq(a, b) for a, b in zip(kept, target))
+
+
+# --- reading and writing through aliases ----------------------------------------------------------
+
+def _functional(t: Any) -> bool:
+    from ._dispatch import current_handler
+
+    data = t._data
+    return data is None or type(data) is DeviceArray or t._capture is not None or current_handler() is not None
+
+
+def replay(root: Any, steps: tuple) -> Any:
+    """The alias that ``steps`` make of ``root``'s current value (tp ops: captured or
+    differentiated like any other)."""
+    from ._dispatch import apply
+
+    x = root
+    for name, attrs in steps:
+        x = apply(name, x, **attrs)
+    return x
+
+
+def _put(root: Any, steps: tuple, value: Any) -> Any:
+    """``root``'s value with the alias that ``steps`` make of it replaced by ``value``."""
+    from ._dispatch import apply
+
+    parents = [root]
+    for name, attrs in steps[:-1]:
+        parents.append(apply(name, parents[-1], **attrs))
+    v = value
+    for (name, attrs), parent in zip(reversed(steps), reversed(parents)):
+        if name == "tp.slice":
+            v = apply("tp.slice_update", parent, v, **attrs)
+        elif name == "tp.permute":
+            dims = attrs["dims"]
+            v = apply("tp.permute", v, dims=tuple(int(i) for i in np.argsort(dims)))
+        elif name == "tp.broadcast_to":
+            from .dialects.tp import symbolic as sym
+
+            if len(v.shape) != len(parent.shape) or not all(
+                    a is b or sym.known_eq(a, b) for a, b in zip(v.shape, parent.shape)):
+                raise RuntimeError(OVERLAP)
+        else:
+            v = apply("tp.reshape", v, shape=tuple(-1 if d is None else d for d in _sizes(parent)))
+    return v
+
+
+def _sizes(t: Any) -> tuple:
+    return tuple(t.shape)
+
+
+def _take_value(t: Any, fresh: Any) -> None:
+    """``t`` (a functional alias) now has ``fresh``'s value."""
+    if fresh._data is not None and t._data is not None and fresh._capture is None and t._capture is None:
+        t._data = fresh._data
+    else:
+        from ._capture_hooks import rebind
+
+        rebind(t, fresh)
+
+
+def sync(t: Any) -> None:
+    """Bring alias ``t`` up to date with its root: a functional alias recomputes its value after
+    a write to the storage; a view of a base that requires grad takes its new history."""
+    root = t._root
+    st = root._st
+    stale = st is not None and t._seen != st.writes
+    regrad = (t._base_t is not None and t._vc is not None and t._gfseen != t._vc[0] and
+              root._requires_grad and is_grad_enabled())
+    if not stale and not regrad:
+        return
+    if stale and _functional(t):
+        with no_grad():
+            fresh = replay(root, t._steps)
+        _take_value(t, fresh)
+    if st is not None:
+        t._seen = st.writes
+    if regrad:
+        _regrad(t)
+
+
+def _regrad(t: Any) -> None:
+    base = t._base_t
+    steps = t._steps[len(t._steps) - t._nb:]
+    r = replay(base, steps)
+    if r._grad_fn is not None:
+        t._grad_fn, t._output_nr, t._requires_grad = r._grad_fn, r._output_nr, True
+    t._gfseen = t._vc[0]
+
+
+def write(t: Any, value: Any, track: bool) -> None:
+    """Write ``value`` (a tensor of ``t``'s shape and dtype) into ``t`` in place: seen by every
+    alias of ``t``'s storage; recorded by autograd if ``track``."""
+    root = t._root
+    is_view = t._base_t is not None
+    grad = track and is_grad_enabled()
+    if grad and t._nograd_view:
+        raise RuntimeError(_NOGRAD_VIEW)
+    differentiable = grad and is_view and (value._requires_grad or t._base_t._requires_grad)
+    if root is not None:
+        sync(t)
+    vnode = value._grad_fn if track else None
+    if vnode is not None:  # the op that made the value saved this tensor as it was: keep that
+        vnode._rebased(t, _host(t) and t._data is not value._data)
+    new_base = None
+    if differentiable:  # the base's new value, as an op autograd (and a capture) records
+        base = t._base_t
+        new_base = _put(base, t._steps[len(t._steps) - t._nb:], value)
+    if _host(t) and _host(value):
+        _write_host(t, value)
+    elif root is not None:  # a functional alias: the root takes the update, the others follow
+        if new_base is not None and t._nb == len(t._steps) and t._base_t is root:
+            new_root = new_base
+        else:
+            with no_grad():
+                new_root = _put(root, t._steps, value)
+        if root._data is not None and new_root._data is not None and root._capture is None \
+                and new_root._capture is None and type(root._data) is np.ndarray:
+            np.copyto(root._data, new_root._data)  # (a host root of a captured alias: not reached)
+        else:
+            _take_value(root, new_root)
+        _take_value(t, value)
+    else:
+        _rebind_or_copy(t, value)
+    st = t._st
+    if st is not None:
+        st.writes += 1
+        t._seen = st.writes
+    if not track:
+        return
+    vc = _counter(t)
+    vc[0] += 1
+    if differentiable:
+        base = t._base_t
+        node = new_base._grad_fn
+        if node is not None:
+            node._rebased(base)
+            base._grad_fn, base._output_nr, base._requires_grad = node, new_base._output_nr, True
+        _regrad(t)
+    elif grad:
+        node = value._grad_fn
+        if node is not None:  # this tensor now is that result
+            t._grad_fn, t._output_nr, t._requires_grad = node, value._output_nr, True
+        if is_view:
+            t._gfseen = vc[0]
+
+
+def _write_host(t: Any, value: Any) -> None:
+    array = t._data
+    new = value._data
+    if not shared(t) and array.flags.writeable and not is_shared(array) and value._root is None \
+            and new.flags.writeable and not is_shared(new):
+        # memory no other tensor or array sees: take the value's array (no copy)
+        t._data = new
+        return
+    if not array.flags.writeable:
+        if any(s == 0 and n > 1 for s, n in zip(array.strides, array.shape)):
+            raise RuntimeError(OVERLAP)
+        raise RuntimeError("the tensor being written in place wraps read-only memory (a read-only numpy "
+                           "array given to tensorplay.from_numpy or tensorplay.as_tensor); copy it first "
+                           "with .clone()")
+    np.copyto(array, value._data)
+    note_host_write(array)
+
+
+def _rebind_or_copy(t: Any, value: Any) -> None:
+    if value._data is not None and t._data is not None and value._capture is None:
+        t._data = value._data
+    else:
+        from ._capture_hooks import rebind
+
+        rebind(t, value)
+
+
+def adopt(target: Any, data: Any) -> None:
+    """``target`` (a new Parameter) takes ``data``'s memory, as ``nn.Parameter(data)`` shares
+    it in PyTorch: when ``data`` has no aliases yet, it becomes an alias of ``target`` (so the
+    parameter owns its storage once ``data`` is gone), else ``target`` joins its storage."""
+    target._data = data._data
+    if data._root is None and (data._st is None or not len(data._st.aliases)) and data._data is not None:
+        st = Storage()
+        target._st = st
+        data._root, data._steps, data._st = target, (), st
+        data._seen = 0
+        st.aliases.add(data)
+    elif data._data is not None:
+        alias(data, target, shares_version=False)
+
+
+def forget(t: Any) -> None:
+    """``t`` takes a new storage of its own (``Module.to``): its old aliases keep the old one."""
+    for field in ("_root", "_steps", "_base_t", "_nb", "_st", "_seen", "_gfseen", "_nograd_view", "_multi_view"):
+        t.__dict__.pop(field, None)
+
+
+def replace_array(t: Any, array: Any) -> None:
+    """Give ``t`` the contents ``array`` (a compiled call's new value of a tensor it updated):
+    the array itself when nothing else sees ``t``'s memory, else copied into that memory."""
+    old = t._data
+    if t._root is not None and type(old) is DeviceArray:  # a functional alias: through its root
+        from ._tensor import Tensor
+
+        write(t, Tensor._wrap(array), False)
+        return
+    if type(old) is np.ndarray and type(array) is not DeviceArray and (shared(t) or is_shared(old)):
+        if old is not array:
+            np.copyto(old, np.asarray(array))
+            note_host_write(old)
+        st = t._st
+        if st is not None:
+            st.writes += 1
+            t._seen = st.writes
+        return
+    t._data = array
+    st = t._st
+    if st is not None:
+        st.writes += 1
+        if t._root is None:
+            t._seen = st.writes
+
+
+def rematerialize(t: Any) -> None:
+    """``t``, a captured alias made concrete (a graph break), becomes a numpy view of its
+    root's memory again, so later eager writes through either are seen by both."""
+    root = t._root
+    if root is None or type(root._data) is not np.ndarray or type(t._data) is not np.ndarray:
+        return
+    from .dialects.tp import registry
+
+    array = root._data
+    try:
+        for name, attrs in t._steps:
+            attrs = {k: tuple(int(d) for d in v) if isinstance(v, tuple) else v for k, v in attrs.items()}
+            array = registry.lookup(name).reference([array], attrs)
+    except (TypeError, ValueError):  # (sizes that have no value now)
+        array = None
+    if array is not None and array.shape == t._data.shape and (
+            array.size == 0 or np.may_share_memory(array, root._data)):
+        t._data = array
+        t._seen = root._st.writes if root._st is not None else 0
+    else:  # it cannot view the memory: a tensor of its own from now on
+        forget(t)
