@@ -62,6 +62,8 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
         elif isinstance(o, Tensor):
             if o._root is not None:  # an alias: up to date with writes through its storage
                 _views.sync(o)
+            elif o._st is not None and o._st.pending is not None:
+                _views.check_pending(o)
             types.append(o._tensor_type())
         else:
             raise TypeError(f"{op_name}: operands must be tensors, got {type(o).__name__}")

@@ -67,6 +67,7 @@ class Tensor:
     _gfseen: int = 0  # version this view's grad_fn reflects
     _nograd_view: bool = False  # a view of a tensor requiring grad, made under no_grad
     _multi_view: Any = None  # (output index, node name) of a split/chunk/unbind view requiring grad
+    _made_by: int = 0  # the capture that made this alias (0: none)
     #: (capture, symbolic TensorType) of a concrete tensor whose sizes a capture running its
     #: program in segments keeps symbolic (set and cleared by that capture)
     _sym: Any = None
@@ -849,7 +850,7 @@ class Tensor:
 
 #: what makes a tensor share another's storage (a deep copy has its own)
 _ALIAS_FIELDS = frozenset({"_root", "_steps", "_base_t", "_nb", "_st", "_vc", "_seen", "_gfseen", "_nograd_view",
-                           "_multi_view"})
+                           "_multi_view", "_made_by"})
 
 
 class UntypedStorage:

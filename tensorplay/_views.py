@@ -24,6 +24,7 @@ update, and views take a new ``grad_fn`` from their base when its version moved.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any
 
@@ -33,7 +34,7 @@ from ._grad_mode import is_grad_enabled, no_grad
 from .runtime.storage import DeviceArray, is_shared, note_host_write
 
 __all__ = ["VIEW_OPS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared", "replace_array",
-           "rematerialize", "layout", "OVERLAP"]
+           "rematerialize", "check_pending", "layout", "OVERLAP"]
 
 #: the tp ops whose result may share its operand's storage
 VIEW_OPS = frozenset({"tp.reshape", "tp.permute", "tp.slice", "tp.broadcast_to"})
@@ -51,11 +52,14 @@ class Storage:
     """What a root tensor and its aliases share: the count of writes to the memory, and the
     aliases alive (while none is, the root may take a new array instead of being written)."""
 
-    __slots__ = ("writes", "aliases")
+    __slots__ = ("writes", "aliases", "pending")
 
     def __init__(self) -> None:
         self.writes = 0
         self.aliases: weakref.WeakSet = weakref.WeakSet()
+        #: the capture that wrote an alias made outside it (a weak reference), until it reads
+        #: the root (which then breaks its graph: see :func:`check_pending`)
+        self.pending: Any = None
 
 
 def _storage(t: Any) -> Storage:
@@ -97,6 +101,9 @@ def alias(t: Any, out: Any, *, shares_version: bool) -> Any:
     st.aliases.add(out)
     out._seen = st.writes
     out._vc = _counter(t) if shares_version else [0]
+    handler = _capturing()
+    if handler is not None:
+        out._made_by = _serial(handler)
     return out
 
 
@@ -124,6 +131,9 @@ def made(src: Any, out: Any, name: str, attrs: dict) -> None:
     out._gfseen = vc[0]
     if root._requires_grad and not is_grad_enabled():
         out._nograd_view = True
+    handler = _capturing()
+    if handler is not None:
+        out._made_by = _serial(handler)
 
 
 def _contiguous_strides(shape: tuple) -> list[int]:
@@ -254,6 +264,39 @@ def _reshape_is_view(src: Any, new_shape: tuple) -> bool:
 
 # --- reading and writing through aliases ----------------------------------------------------------
 
+_serials: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_next_serial = itertools.count(1)
+
+
+def _serial(handler: Any) -> int:
+    """A number of ``handler`` (a capture) no other capture has had."""
+    n = _serials.get(handler)
+    if n is None:
+        n = _serials[handler] = next(_next_serial)
+    return n
+
+
+def _capturing() -> Any:
+    from ._dispatch import current_handler
+
+    return current_handler()
+
+
+def check_pending(t: Any) -> None:
+    """``t``'s storage was written through an alias made outside the running capture: the
+    graph's value of ``t`` is the one from before, so the capture breaks its graph here (the
+    write reaches ``t``'s memory when the part before runs)."""
+    st = t._st
+    handler = _capturing()
+    if handler is None or st.pending() is not handler:
+        return
+    st.pending = None
+    brk = getattr(handler, "graph_break", None)
+    if brk is None:
+        raise RuntimeError("a tensor read after a write through a view of it made outside the capture")
+    brk("a tensor is read after a write through a view of it that was made outside the compiled function")
+
+
 def _functional(t: Any) -> bool:
     from ._dispatch import current_handler
 
@@ -351,6 +394,15 @@ def write(t: Any, value: Any, track: bool) -> None:
     differentiable = grad and is_view and (value._requires_grad or t._base_t._requires_grad)
     if root is not None:
         sync(t)
+    handler = _capturing()
+    outside = root is not None and handler is not None and t._made_by != _serial(handler)
+    if outside:
+        # an alias made before the capture (an argument that is a view): the graph writes it
+        # alone, and the call writes its new value back into its memory, which the root
+        # shares; the graph must not bind the root (the next call's argument may view
+        # another tensor). A read of the root later in this capture breaks the graph first.
+        differentiable = False
+        _storage(root).pending = weakref.ref(handler)
     vnode = value._grad_fn if track else None
     if vnode is not None:  # the op that made the value saved this tensor as it was: keep that
         vnode._rebased(t, _host(t) and t._data is not value._data)
@@ -360,6 +412,8 @@ def write(t: Any, value: Any, track: bool) -> None:
         new_base = _put(base, t._steps[len(t._steps) - t._nb:], value)
     if _host(t) and _host(value):
         _write_host(t, value)
+    elif outside:
+        _take_value(t, value)
     elif root is not None:  # a functional alias: the root takes the update, the others follow
         if new_base is not None and t._nb == len(t._steps) and t._base_t is root:
             new_root = new_base
@@ -441,7 +495,8 @@ def adopt(target: Any, data: Any) -> None:
 
 def forget(t: Any) -> None:
     """``t`` takes a new storage of its own (``Module.to``): its old aliases keep the old one."""
-    for field in ("_root", "_steps", "_base_t", "_nb", "_st", "_seen", "_gfseen", "_nograd_view", "_multi_view"):
+    for field in ("_root", "_steps", "_base_t", "_nb", "_st", "_seen", "_gfseen", "_nograd_view", "_multi_view",
+                  "_made_by"):
         t.__dict__.pop(field, None)
 
 
