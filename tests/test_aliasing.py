@@ -246,6 +246,23 @@ def test_compiled_read_of_a_base_after_a_write_through_its_view_argument(fullgra
     assert compiled(x, x[1]).item() == 8 and x[1].tolist() == [1, 1, 1, 1]
 
 
+@pytest.mark.iree
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_result_that_is_a_view_of_an_input_is_one(dynamic):
+    def f(x, y):
+        x.add_(y)
+        return x[1], x.t(), x * 2
+
+    compiled = tp.compile(f, dynamic=dynamic)
+    for call in range(2):
+        x, y = tp.zeros(3, 4), tp.ones(3, 4)
+        row, t, fresh = compiled(x, y)
+        assert row._base is x and t._base is x and fresh._base is None
+        row.fill_(7)
+        t[0].fill_(9)
+        assert x.tolist() == [[9, 1, 1, 1], [9, 7, 7, 7], [9, 1, 1, 1]], call
+
+
 # --- sizes, strides and storage ---------------------------------------------------------------
 
 LAYOUTS = {

@@ -24,7 +24,7 @@ import numpy as np
 import sympy
 
 from .. import _views
-from .._grad_mode import is_grad_enabled
+from .._grad_mode import is_grad_enabled, no_grad
 from .._tensor import Tensor
 from ..autograd.engine import NoBackward
 from ..runtime.program import BACKEND_OF_DRIVER
@@ -215,6 +215,10 @@ class Entry:
             elif kind == "object":
                 b = item[1]
                 result.append(leaves[b.index] if isinstance(b, ArgInput) else b.tensor)
+            elif kind == "view":  # a view of an input, as eagerly: made from it after the writes
+                b = item[1]
+                with no_grad():
+                    result.append(_views.replay(leaves[b.index] if isinstance(b, ArgInput) else b.tensor, item[2]))
             elif kind == "size":  # a size the data decided, computed by the program
                 out = outs[item[1]]
                 result.append(int(out.to_host() if type(out) is DeviceArray else np.asarray(out)))

@@ -707,6 +707,42 @@ class Capture:
         else:
             self._convert(tensor, new)
 
+    def _view_of_input(self, t: Tensor) -> tuple | None:
+        """``("view", binding, steps)`` for a result that is a view, made here, of a tensor the
+        function was given or reads (an argument, a parameter): eagerly it shares that
+        tensor's memory, so each call makes it again from that tensor after the write-backs.
+        None for other results (and for views with sizes known only at run time, or that
+        require grad: those come back as new tensors)."""
+        root = t._root
+        if root is None or t._made_by != _views._serial(self) or t._requires_grad or not t._steps:
+            return None
+        from ...dialects.tp import registry
+        from ...dialects.tp.ops.shape import SLICE_END
+
+        steps = []
+        ttype = root._tensor_type()
+        for name, attrs in t._steps:
+            op = registry.lookup(name)
+            after = op.verify([ttype], op.normalize_attrs(attrs))[0]
+            if name == "tp.reshape" and sum(type(d) is not int for d in attrs["shape"]) == 1:
+                # one size known only at run time: inferred from the others when made again
+                attrs = dict(attrs, shape=tuple(d if type(d) is int else -1 for d in attrs["shape"]))
+            elif name == "tp.slice":  # a slice to the end of a dim of run-time size
+                ends = tuple(SLICE_END if type(e) is not int and sym.known_eq(e, ttype.shape[d]) else e
+                             for d, e in enumerate(attrs["ends"]))
+                attrs = dict(attrs, ends=ends)
+            ttype = after
+            if not all(type(d) is int for v in attrs.values() if isinstance(v, tuple) for d in v):
+                return None
+            steps.append((name, attrs))
+        borrow = self._borrowed.get(id(root))
+        lifted = self._lifted.get(id(root))
+        binding = borrow.binding if borrow is not None else (
+            self._bindings[lifted[1].index] if lifted is not None else None)
+        if not (isinstance(binding, ArgInput) or (isinstance(binding, AttachedInput) and binding.tensor is not None)):
+            return None
+        return ("view", binding, tuple(steps))
+
     def random_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """A random op: drawn by the eager generator; under trace, a graph input redrawn on
         every call in the same order."""
@@ -1223,6 +1259,10 @@ class Capture:
             if isinstance(leaf, sym.SymInt):
                 leaf = int(leaf)  # a size returned as a Python value is fixed in the entry
             if isinstance(leaf, Tensor):
+                view = self._view_of_input(leaf)
+                if view is not None:  # a view of an input: made again from it after each call
+                    items.append(view)
+                    continue
                 value = self.value_of(leaf)
                 borrow = self._borrowed.get(id(leaf))
                 lifted = self._lifted.get(id(leaf))
@@ -1276,6 +1316,8 @@ class Capture:
         for item in items:
             if item[0] == "const":
                 spec.append(("const", item[1]))
+            elif item[0] == "view":
+                spec.append(item)
             elif item[0] == "size":
                 spec.append(("size", output(item[1])))
             elif alive(item[2]):
