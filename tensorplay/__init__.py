@@ -189,6 +189,8 @@ from .ops.reduction import (
     var,
 )
 from .ops.shape import (
+    as_strided,
+    diagonal,
     select,
     broadcast_shapes,
     broadcast_tensors,

@@ -944,7 +944,7 @@ _FORWARDED = {
     "_S": [
         "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
         "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
-        "movedim", "narrow", "select", "flip", "repeat", "tile",
+        "movedim", "narrow", "select", "flip", "repeat", "tile", "as_strided", "diagonal", "unfold",
     ],
     "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
            "scatter_add", "unique"],

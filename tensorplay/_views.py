@@ -110,16 +110,23 @@ def alias(t: Any, out: Any, *, shares_version: bool) -> Any:
 def made(src: Any, out: Any, name: str, attrs: dict) -> None:
     """``out`` is the result of view op ``name`` applied to ``src``: record it as a view of
     ``src``'s storage when it is one (a reshape that had to copy is not)."""
+    if name == "as_strided":  # addresses the root's storage: the step replaces the chain
+        _record(src, out, ((name, attrs),))
+        return
     if type(out._data) is np.ndarray and type(src._data) is np.ndarray:
         if out._data.size and not np.may_share_memory(out._data, src._data):
             return  # numpy copied (a reshape of a non-contiguous array): a new tensor
     elif name == "tp.reshape" and not _reshape_is_view(src, tuple(out.shape)):
         return
+    _record(src, out, src._steps + ((name, attrs),))
+
+
+def _record(src: Any, out: Any, steps: tuple) -> None:
     root = src._root if src._root is not None else src
     out._root = root
-    out._steps = src._steps + ((name, attrs),)
+    out._steps = steps
     if src._base_t is not None:
-        out._base_t, out._nb = src._base_t, src._nb + 1
+        out._base_t, out._nb = src._base_t, min(src._nb + 1, len(steps))
     else:
         out._base_t, out._nb = src, 1
     st = _storage(root)
@@ -167,8 +174,8 @@ def _own_strides(t: Any) -> tuple[int, ...]:
 
 
 def _step_layout(name: str, attrs: dict, shape: tuple, strides: list, offset: int):
-    from .dialects.tp.ops.shape import clamp_bound, slice_length  # noqa: F401
-
+    if name == "as_strided":
+        return tuple(attrs["size"]), list(attrs["stride"]), attrs["offset"]
     if name == "tp.permute":
         dims = attrs["dims"]
         return tuple(shape[d] for d in dims), [strides[d] for d in dims], offset
@@ -311,8 +318,44 @@ def replay(root: Any, steps: tuple) -> Any:
 
     x = root
     for name, attrs in steps:
-        x = apply(name, x, **attrs)
+        x = _strided_take(x, attrs) if name == "as_strided" else apply(name, x, **attrs)
     return x
+
+
+def strided_index(attrs: dict) -> np.ndarray:
+    """The storage positions of the elements of an ``as_strided`` view (its shape)."""
+    idx = np.full(tuple(attrs["size"]), attrs["offset"], dtype=np.int64)
+    for d, (n, st) in enumerate(zip(attrs["size"], attrs["stride"])):
+        shape = [1] * len(attrs["size"])
+        shape[d] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    return idx
+
+
+def _strided_take(root: Any, attrs: dict) -> Any:
+    from ._dispatch import apply
+    from ._tensor import Tensor
+
+    flat = apply("tp.reshape", root, shape=(-1,))
+    idx = Tensor._wrap(strided_index(attrs))
+    if type(root._data) is DeviceArray:
+        idx = idx.to(root.device)
+    return apply("tp.index", flat, idx, dims=(0,))
+
+
+def _strided_put(parent: Any, value: Any, attrs: dict) -> Any:
+    from ._dispatch import apply
+    from ._tensor import Tensor
+
+    idx = strided_index(attrs)
+    if np.unique(idx).size != idx.size:
+        raise RuntimeError(OVERLAP)
+    flat = apply("tp.reshape", parent, shape=(-1,))
+    it = Tensor._wrap(idx.reshape(-1))
+    if type(parent._data) is DeviceArray:
+        it = it.to(parent.device)
+    new = apply("tp.index_put", flat, apply("tp.reshape", value, shape=(-1,)), it, dims=(0,), accumulate=False)
+    return apply("tp.reshape", new, shape=tuple(-1 if d is None else d for d in parent.shape))
 
 
 def _put(root: Any, steps: tuple, value: Any) -> Any:
@@ -321,10 +364,13 @@ def _put(root: Any, steps: tuple, value: Any) -> Any:
 
     parents = [root]
     for name, attrs in steps[:-1]:
-        parents.append(apply(name, parents[-1], **attrs))
+        parents.append(_strided_take(parents[-1], attrs) if name == "as_strided" else
+                       apply(name, parents[-1], **attrs))
     v = value
     for (name, attrs), parent in zip(reversed(steps), reversed(parents)):
-        if name == "tp.slice":
+        if name == "as_strided":
+            v = _strided_put(parent, v, attrs)
+        elif name == "tp.slice":
             v = apply("tp.slice_update", parent, v, **attrs)
         elif name == "tp.permute":
             dims = attrs["dims"]
@@ -338,6 +384,21 @@ def _put(root: Any, steps: tuple, value: Any) -> Any:
         else:
             v = apply("tp.reshape", v, shape=tuple(-1 if d is None else d for d in _sizes(parent)))
     return v
+
+
+def host_strided(array: np.ndarray, attrs: dict) -> np.ndarray:
+    """The numpy view of root ``array``'s memory that an ``as_strided`` step makes (written
+    only where no two elements share memory)."""
+    flat = array.reshape(-1)
+    item = array.itemsize
+    out = np.lib.stride_tricks.as_strided(flat[attrs["offset"]:], shape=tuple(attrs["size"]),
+                                          strides=tuple(st * item for st in attrs["stride"]),
+                                          writeable=array.flags.writeable)
+    if out.flags.writeable and out.size > 1:
+        idx = strided_index(attrs)
+        if np.unique(idx).size != idx.size:
+            out.flags.writeable = False  # (a write raises PyTorch's overlap error)
+    return out
 
 
 def _sizes(t: Any) -> tuple:
@@ -460,7 +521,8 @@ def _write_host(t: Any, value: Any) -> None:
         t._data = new
         return
     if not array.flags.writeable:
-        if any(s == 0 and n > 1 for s, n in zip(array.strides, array.shape)):
+        if any(s == 0 and n > 1 for s, n in zip(array.strides, array.shape)) or any(
+                name == "as_strided" for name, _ in t._steps):
             raise RuntimeError(OVERLAP)
         raise RuntimeError("the tensor being written in place wraps read-only memory (a read-only numpy "
                            "array given to tensorplay.from_numpy or tensorplay.as_tensor); copy it first "
@@ -538,7 +600,8 @@ def rematerialize(t: Any) -> None:
     try:
         for name, attrs in t._steps:
             attrs = {k: tuple(int(d) for d in v) if isinstance(v, tuple) else v for k, v in attrs.items()}
-            array = registry.lookup(name).reference([array], attrs)
+            array = (host_strided(array, attrs) if name == "as_strided" else
+                     registry.lookup(name).reference([array], attrs))
     except (TypeError, ValueError):  # (sizes that have no value now)
         array = None
     if array is not None and array.shape == t._data.shape and (

@@ -168,6 +168,25 @@ def p_write_then_read_other_views(torch, brk, x, y):
     return b * 1 + a.sum()
 
 
+def p_diagonal_mul(torch, brk, x, y):
+    x.diagonal().mul_(10)
+    x.diagonal(1).add_(y[0, :3])
+    return x
+
+
+def p_unfold_windows_write(torch, brk, x, y):
+    w = x.unfold(1, 2, 2)  # windows that do not overlap
+    w[:, :, 0].zero_()
+    return w.sum(-1) + 1
+
+
+def p_as_strided_fill(torch, brk, x, y):
+    a = x.as_strided((2, 3), (4, 1), 1)
+    a.fill_(-2)
+    brk(x)
+    return a * y[:2, :3]
+
+
 PROGRAMS = {name[2:]: fn for name, fn in globals().items() if name.startswith("p_")}
 
 
@@ -263,6 +282,43 @@ def test_compiled_result_that_is_a_view_of_an_input_is_one(dynamic):
         assert x.tolist() == [[9, 1, 1, 1], [9, 7, 7, 7], [9, 1, 1, 1]], call
 
 
+@pytest.fixture
+def vulkan():
+    caps = tp.compiler.get_backend_capabilities("iree-vulkan")
+    if not caps.available:
+        pytest.skip(f"iree-vulkan is unavailable here: {caps.reason}")
+
+
+def _run_on_device(fn, compiled=None):
+    x = tp.tensor(_x().astype(np.float32)).to("vulkan")
+    y = tp.tensor(_y().astype(np.float32)).to("vulkan")
+    out = fn(tp, _no_break, x, y) if compiled is None else compiled(x, y)
+    assert out.device.type == "vulkan" and x.device.type == "vulkan"
+    return [t.cpu().numpy() for t in (out, x, y)]
+
+
+def _run_float32(fn):
+    x, y = torch.tensor(_x().astype(np.float32)), torch.tensor(_y().astype(np.float32))
+    return [t.detach().numpy() for t in (fn(torch, _no_break, x, y), x, y)]
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_device_tensors_match_pytorch(name, vulkan):
+    """Eager ops on Vulkan tensors, then the program compiled for iree-vulkan (static), in
+    float32 (the Vulkan target has no float64)."""
+    fn = PROGRAMS[name]
+    theirs = _run_float32(fn)
+    runs = [("vulkan eager", _run_on_device(fn))]
+    if sorted(PROGRAMS).index(name) % 3 == 0:  # (a third compiled, for the suite's time: each compile is seconds)
+        compiled = tp.compile(lambda x, y: fn(tp, _no_break, x, y), backend="iree-vulkan")
+        runs.append(("iree-vulkan", _run_on_device(fn, compiled)))
+    for what, ours in runs:
+        for label, a, b in zip(("result", "x after", "y after"), ours, theirs):
+            # (sums of up to 12 float32 terms in the device's order: a few units of 1.2e-7)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=f"{name} ({what}): {label}")
+
+
 # --- sizes, strides and storage ---------------------------------------------------------------
 
 LAYOUTS = {
@@ -276,6 +332,9 @@ LAYOUTS = {
     "flatten": lambda t: t.flatten(),
     "view_of_slice": lambda t: t[1].view(12),
     "squeeze": lambda t: t[:1].squeeze(0),
+    "diagonal": lambda t: t.diagonal(1, 1, 2),
+    "unfold": lambda t: t.unfold(2, 2, 1),
+    "as_strided": lambda t: t[1].as_strided((2, 2), (1, 3)),
 }
 
 
@@ -374,6 +433,12 @@ def g_narrow_inplace(torch, w):
     for i in range(3):
         y.narrow(0, i, 1).mul_(i + 1)
     return y
+
+
+def g_diagonal_inplace(torch, w):
+    y = w * 1
+    y.diagonal().mul_(w[0, :3])
+    return y.unfold(1, 2, 2)
 
 
 def g_detach_write_not_recorded(torch, w):

@@ -13,7 +13,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .._dispatch import apply
+from .._grad_mode import is_grad_enabled
 from .._tensor import Size, Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import symbolic as sym
@@ -27,7 +30,8 @@ __all__ = [
     "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims", "t",
     "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
     "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
-    "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile",
+    "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile", "as_strided",
+    "diagonal",
 ]
 
 
@@ -544,3 +548,89 @@ def flip(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
     """``input`` with the order of elements reversed along ``dims``."""
     x = _tensor(input, "flip")
     return apply("tp.flip", x, dims=sizes_arg("flip", "dims", dims, kwargs))
+
+
+# --- views with any strides --------------------------------------------------------------------
+
+def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
+    """A view of ``input``'s storage with the given sizes, strides and offset (in elements,
+    from the start of the storage). Writing into one whose elements overlap raises."""
+    from .. import _views
+
+    x = _tensor(input, "as_strided")
+    size = tuple(int(d) for d in size)
+    stride = tuple(int(d) for d in stride)
+    if len(size) != len(stride):
+        raise ShapeError(f"mismatch in length of strides and shape: {len(stride)} strides for {len(size)} sizes")
+    if any(d < 0 for d in size) or any(st < 0 for st in stride):
+        raise ShapeError(f"as_strided: negative size or stride in size {list(size)}, stride {list(stride)}")
+    offset = x.storage_offset() if storage_offset is None else int(storage_offset)
+    root = x._root if x._root is not None else x
+    numel = root.numel()
+    need = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
+    if need > numel or offset < 0:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {x.element_size()} requiring a storage size of {need * x.element_size()} are "
+                           f"out of bounds for storage of size {numel * x.element_size()}")
+    attrs = {"size": size, "stride": stride, "offset": offset}
+    data = root._data
+    if type(data) is np.ndarray and root._capture is None and x._capture is None and \
+            _dispatch_current_handler() is None:
+        if not data.flags.c_contiguous:
+            raise RuntimeError("as_strided of a tensor whose storage is not in row-major order (a numpy array "
+                               "given to from_numpy with other strides): clone() it first")
+        out = Tensor._wrap(_views.host_strided(data, attrs))
+        if root._requires_grad and is_grad_enabled():  # the view's history: gathered from the root
+            made = _views.replay(root, (("as_strided", attrs),))
+            out._grad_fn, out._output_nr, out._requires_grad = made._grad_fn, made._output_nr, True
+    else:
+        out = _views.replay(root, (("as_strided", attrs),))
+    _views.made(x, out, "as_strided", attrs)
+    return out
+
+
+def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of ``input`` in the plane of ``dim1`` and ``dim2`` (``offset`` above it
+    when positive, below when negative) as the last dim: a view."""
+    x = _tensor(input, "diagonal")
+    d1 = normalize_dim("diagonal", dim1, x.ndim)
+    d2 = normalize_dim("diagonal", dim2, x.ndim)
+    if d1 == d2:
+        raise ShapeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    shape = [int(d) for d in x.shape]
+    strides = list(x.stride())
+    start = x.storage_offset()
+    if offset >= 0:
+        n = max(0, min(shape[d1], shape[d2] - offset))
+        start += offset * strides[d2] if n else 0
+    else:
+        n = max(0, min(shape[d1] + offset, shape[d2]))
+        start += -offset * strides[d1] if n else 0
+    keep = [d for d in range(x.ndim) if d not in (d1, d2)]
+    return as_strided(x, [shape[d] for d in keep] + [n], [strides[d] for d in keep] + [strides[d1] + strides[d2]],
+                      start)
+
+
+def unfold(input: Any, dimension: int, size: int, step: int) -> Tensor:
+    """``Tensor.unfold``: the windows of ``size`` elements every ``step`` along ``dimension``,
+    as a new last dim: a view (windows that overlap share elements)."""
+    x = _tensor(input, "unfold")
+    d = normalize_dim("unfold", dimension, max(x.ndim, 1))
+    shape = [int(n) for n in x.shape] or [1]
+    strides = list(x.stride()) or [1]
+    if size > shape[d]:
+        raise ShapeError(f"maximum size for tensor at dimension {d} is {shape[d]} but size is {size}")
+    if step <= 0:
+        raise ShapeError(f"step is {step} but must be > 0")
+    count = (shape[d] - size) // step + 1
+    new_shape = shape[:d] + [count] + shape[d + 1:] + [size]
+    new_strides = strides[:d] + [strides[d] * step] + strides[d + 1:] + [strides[d]]
+    if x.ndim == 0:
+        new_shape, new_strides = [size], [1]
+    return as_strided(x, new_shape, new_strides, x.storage_offset())
+
+
+def _dispatch_current_handler() -> Any:
+    from .._dispatch import current_handler
+
+    return current_handler()
