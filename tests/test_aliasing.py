@@ -492,8 +492,10 @@ def test_saved_tensor_modified_through_a_view_raises():
         b.sum().backward()
 
 
-def test_data_sgd_matches_pytorch():
-    """pytorch/examples' regression trains with ``p.data.add_(-lr * p.grad)``."""
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.iree)])
+def test_data_sgd_matches_pytorch(compiled):
+    """pytorch/examples' regression trains with ``p.data.add_(-lr * p.grad)`` (eagerly, and as
+    one compiled step)."""
     rng = np.random.default_rng(0)
     xs, ts = rng.standard_normal((16, 4)), rng.standard_normal((16, 1))
     w0, b0 = rng.standard_normal((1, 4)) * 0.1, np.zeros(1)
@@ -504,12 +506,20 @@ def test_data_sgd_matches_pytorch():
             fc.weight.copy_(torch.tensor(w0))
             fc.bias.copy_(torch.tensor(b0))
         x, t = torch.tensor(xs), torch.tensor(ts)
-        for _ in range(20):
+
+        def step():
             fc.zero_grad()
             loss = torch.nn.functional.smooth_l1_loss(fc(x), t)
             loss.backward()
             for p in fc.parameters():
                 p.data.add_(-0.1 * p.grad)
+
+        if compiled and torch is tp:
+            step = tp.compile(step)
+        for _ in range(20):
+            step()
+        if compiled and torch is tp:
+            assert step.compile_count == 1
         return [p.detach().numpy().copy() for p in fc.parameters()]
 
     for ours, theirs in zip(train(tp), train(torch)):
