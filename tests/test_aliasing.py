@@ -319,6 +319,26 @@ def test_device_tensors_match_pytorch(name, vulkan):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6, err_msg=f"{name} ({what}): {label}")
 
 
+@pytest.mark.iree
+@pytest.mark.parametrize("backend", ["iree-cpu", "iree-vulkan"])
+def test_a_host_weight_written_through_a_view_is_uploaded_again(backend):
+    """The device copy of a host weight is kept between calls while its storage's version
+    holds: a write through a view or .data is a new version."""
+    caps = tp.compiler.get_backend_capabilities(backend)
+    if not caps.available:
+        pytest.skip(caps.reason)
+    lin = tp.nn.Linear(64, 64)  # 16 KiB of weight: kept on the device between calls
+    compiled = tp.compile(lin, backend=backend)
+    x = tp.ones(2, 64)
+    with tp.no_grad():
+        np.testing.assert_allclose(compiled(x).numpy(), lin(x).numpy(), rtol=1e-5, atol=1e-5)
+        lin.weight[3].zero_()
+        np.testing.assert_allclose(compiled(x).numpy(), lin(x).numpy(), rtol=1e-5, atol=1e-5)
+        assert compiled(x)[:, 3].tolist() == lin.bias[3].expand(2).tolist()
+        lin.weight.data.t()[0].fill_(1)
+        np.testing.assert_allclose(compiled(x).numpy(), lin(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
 # --- sizes, strides and storage ---------------------------------------------------------------
 
 LAYOUTS = {
