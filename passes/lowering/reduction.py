@@ -26,7 +26,7 @@ from ...dialects.tp.ops.reduction import reduced_shape
 from ...dialects.tp.shapes import normalize_dim
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
-from ._builder import (beats, cast_scalar, collapse, const_scalar, dim_map, elem_type, elementwise, empty, expand,
+from ._builder import (beats, cast_scalar, fence, collapse, const_scalar, dim_map, elem_type, elementwise, empty, expand,
                        extremum_identity, filled, generic, identity_map, linalg_ext, loop_index, scalar_add,
                        scalar_extremum, scalar_mul, size_scalar, unit_groups)
 from ._target import target
@@ -234,6 +234,11 @@ def _arg_extremum(ctx: LowerCtx, largest: bool) -> list[ir.Value]:
         return [arith.SelectOp(wins, v, cur).result, arith.SelectOp(wins, i, cur_i).result]
 
     _, found = generic([(x, identity_map(t.rank))], [(best, kept), (index, kept)], body, reduced=dims)
+    if not t.has_static_shape and dims and max(dims) < t.rank - 1:
+        # IREE 3.13's transpose propagation crashes (a null attribute in reifyResultShapes) on
+        # the index result of a two-result reduction over an inner dim, sizes known only at run
+        # time, when a concat reads it: the index leaves its dispatch through a fence
+        found, _ = fence(found)
     return [_keepdim(found, t, dims, out, x)]
 
 

@@ -102,6 +102,16 @@ def flipped_masks(x):
     return (~m.flip(0) == m.flip(0)).all().int(), (~m.flip(0) == m.flip(0)).any(1).int(), m.flip(1).sum(0)
 
 
+def concatenated_arg_extrema(x):
+    # the index of a reduction over an inner dim, concatenated: IREE 3.13's transpose
+    # propagation dereferenced a null attribute reifying its sizes (the interpreter died with a
+    # segmentation fault; program fuzzer seed 0, 699); the index leaves its dispatch through a
+    # fence (_arg_extremum in passes/lowering)
+    i = tp.argmax(x, dim=-2)
+    j = tp.argmin(x, dim=1)
+    return tp.cat((i, i, i), -2).sign(), -tp.cat((j, j), 1)
+
+
 CASES = {
     "shapes_and_views": (shapes_and_views, [((2, 6, 3), (3,)), ((1, 1, 3), (3,)), ((4, 9, 3), (3,))]),
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
@@ -113,6 +123,7 @@ CASES = {
     "strided_masks": (strided_masks, [((5, 7),), ((4, 3),), ((9, 2),)]),
     "flipped_masks": (flipped_masks, [((4, 3),), ((1, 5),), ((6, 2),)]),
     "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
+    "concatenated_arg_extrema": (concatenated_arg_extrema, [((2, 1, 3, 1),), ((3, 4, 2, 5),), ((1, 2, 6, 2),)]),
     "empty_reshapes": (empty_reshapes, [((0, 5, 6), (0, 5, 3)), ((0, 2, 4), (0, 2, 7)), ((0, 9, 2), (0, 9, 5))]),
 }
 
