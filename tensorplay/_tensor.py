@@ -225,10 +225,12 @@ class Tensor:
         return _views.layout(self)[1]
 
     def is_contiguous(self, memory_format: Any = None) -> builtins.bool:
-        try:
-            strides, _ = _views.layout(self)
-        except TypeError:  # sizes known only at run time (a capture): views that reorder are not
+        if not all(type(d) is int for d in self.shape):
+            # sizes known only at run time (a capture): decided from how the tensor was made,
+            # without comparing sizes (which would specialize them): views that reorder or
+            # skip elements are not contiguous
             return all(name == "tp.reshape" for name, _ in self._steps)
+        strides, _ = _views.layout(self)
         if self.numel() == 0:
             return True
         expected = 1
@@ -959,8 +961,8 @@ def _view(self: Tensor, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) and _is_dtype_like(shape[0]):
         raise TypeError("view(dtype) reinterpretation is not supported; use .to(dtype)")
     out = _S.reshape(self, *shape)
-    if out is not self and out._base_t is None and self.numel() > 1 and self._data is not None \
-            and type(self._data) is np.ndarray:
+    if type(self._data) is np.ndarray and self._capture is None and self._sym is None and \
+            out is not self and out._base_t is None and self.numel() > 1:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
     return out

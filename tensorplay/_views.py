@@ -147,7 +147,7 @@ def _contiguous_strides(shape: tuple) -> list[int]:
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)
-        acc *= max(d, 1)
+        acc *= max(d, 1) if type(d) is int else d  # (a run-time size is not compared: no guard)
     return strides[::-1]
 
 
@@ -169,7 +169,8 @@ def _own_strides(t: Any) -> tuple[int, ...]:
     shape = tuple(t.shape)
     if type(data) is np.ndarray and t._capture is None and data.size:
         item = data.itemsize or 1
-        return tuple(s // item if n != 1 else c for s, n, c in zip(data.strides, shape, _contiguous_strides(shape)))
+        return tuple(c if type(n) is int and n == 1 else s // item
+                     for s, n, c in zip(data.strides, shape, _contiguous_strides(shape)))
     return tuple(_contiguous_strides(shape))
 
 
