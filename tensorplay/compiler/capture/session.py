@@ -711,8 +711,8 @@ class Capture:
         """``("view", binding, steps)`` for a result that is a view, made here, of a tensor the
         function was given or reads (an argument, a parameter): eagerly it shares that
         tensor's memory, so each call makes it again from that tensor after the write-backs.
-        None for other results (and for views with sizes known only at run time, or that
-        require grad: those come back as new tensors)."""
+        None for other results (and for views that require grad, or reshape to or slice at
+        sizes known only at run time: those come back as new tensors)."""
         root = t._root
         if root is None or t._made_by != _views._serial(self) or t._requires_grad or not t._steps:
             return None
@@ -724,10 +724,7 @@ class Capture:
         for name, attrs in t._steps:
             op = registry.lookup(name)
             after = op.verify([ttype], op.normalize_attrs(attrs))[0]
-            if name == "tp.reshape" and sum(type(d) is not int for d in attrs["shape"]) == 1:
-                # one size known only at run time: inferred from the others when made again
-                attrs = dict(attrs, shape=tuple(d if type(d) is int else -1 for d in attrs["shape"]))
-            elif name == "tp.slice":  # a slice to the end of a dim of run-time size
+            if name == "tp.slice":  # a slice to the end of a dim of run-time size
                 ends = tuple(SLICE_END if type(e) is not int and sym.known_eq(e, ttype.shape[d]) else e
                              for d, e in enumerate(attrs["ends"]))
                 attrs = dict(attrs, ends=ends)
