@@ -850,9 +850,8 @@ class Tensor:
         return self
 
 
-#: what makes a tensor share another's storage (a deep copy has its own)
-_ALIAS_FIELDS = frozenset({"_root", "_steps", "_base_t", "_nb", "_st", "_vc", "_seen", "_gfseen", "_nograd_view",
-                           "_multi_view", "_made_by"})
+#: what makes a tensor share another's storage and version counter (a deep copy has its own)
+_ALIAS_FIELDS = frozenset(_views.STORAGE_FIELDS) | {"_vc"}
 
 
 class UntypedStorage:

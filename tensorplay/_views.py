@@ -33,7 +33,7 @@ import numpy as np
 from ._grad_mode import is_grad_enabled, no_grad
 from .runtime.storage import DeviceArray, is_shared, note_host_write
 
-__all__ = ["VIEW_OPS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared", "replace_array",
+__all__ = ["VIEW_OPS", "STORAGE_FIELDS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared", "replace_array",
            "rematerialize", "check_pending", "layout", "OVERLAP"]
 
 #: the tp ops whose result may share its operand's storage
@@ -89,21 +89,33 @@ def _host(t: Any) -> bool:
     return type(t._data) is np.ndarray and t._capture is None
 
 
-def alias(t: Any, out: Any, *, shares_version: bool) -> Any:
-    """Make ``out`` (a tensor over ``t``'s data: ``detach()``, ``.data``) an alias of ``t``'s
-    storage that is not a view."""
-    root = t._root if t._root is not None else t
+#: what ties a tensor to a storage it shares (the version counter ``_vc`` aside)
+STORAGE_FIELDS = ("_root", "_steps", "_base_t", "_nb", "_st", "_seen", "_gfseen", "_nograd_view", "_multi_view",
+                  "_made_by")
+
+
+def _join(src: Any, out: Any, steps: tuple) -> Any:
+    """Make ``out`` an alias of ``src``'s storage, made from its root by ``steps``; returns
+    the root."""
+    root = src._root if src._root is not None else src
     out._root = root
-    out._steps = t._steps
+    out._steps = steps
     st = _storage(root)
-    t._st = st
+    src._st = st
     out._st = st
     st.aliases.add(out)
     out._seen = st.writes
-    out._vc = _counter(t) if shares_version else [0]
     handler = _capturing()
     if handler is not None:
         out._made_by = _serial(handler)
+    return root
+
+
+def alias(t: Any, out: Any, *, shares_version: bool) -> Any:
+    """Make ``out`` (a tensor over ``t``'s data: ``detach()``, ``.data``) an alias of ``t``'s
+    storage that is not a view."""
+    _join(t, out, t._steps)
+    out._vc = _counter(t) if shares_version else [0]
     return out
 
 
@@ -122,25 +134,15 @@ def made(src: Any, out: Any, name: str, attrs: dict) -> None:
 
 
 def _record(src: Any, out: Any, steps: tuple) -> None:
-    root = src._root if src._root is not None else src
-    out._root = root
-    out._steps = steps
+    root = _join(src, out, steps)
     if src._base_t is not None:
         out._base_t, out._nb = src._base_t, min(src._nb + 1, len(steps))
     else:
         out._base_t, out._nb = src, 1
-    st = _storage(root)
-    src._st = st
-    out._st = st
-    st.aliases.add(out)
-    out._seen = st.writes
     vc = out._vc = _counter(src)
     out._gfseen = vc[0]
     if root._requires_grad and not is_grad_enabled():
         out._nograd_view = True
-    handler = _capturing()
-    if handler is not None:
-        out._made_by = _serial(handler)
 
 
 def _contiguous_strides(shape: tuple) -> list[int]:
@@ -306,10 +308,8 @@ def check_pending(t: Any) -> None:
 
 
 def _functional(t: Any) -> bool:
-    from ._dispatch import current_handler
-
     data = t._data
-    return data is None or type(data) is DeviceArray or t._capture is not None or current_handler() is not None
+    return data is None or type(data) is DeviceArray or t._capture is not None or _capturing() is not None
 
 
 def replay(root: Any, steps: tuple) -> Any:
@@ -383,7 +383,7 @@ def _put(root: Any, steps: tuple, value: Any) -> Any:
                     a is b or sym.known_eq(a, b) for a, b in zip(v.shape, parent.shape)):
                 raise RuntimeError(OVERLAP)
         else:
-            v = apply("tp.reshape", v, shape=tuple(-1 if d is None else d for d in _sizes(parent)))
+            v = apply("tp.reshape", v, shape=tuple(-1 if d is None else d for d in parent.shape))
     return v
 
 
@@ -400,10 +400,6 @@ def host_strided(array: np.ndarray, attrs: dict) -> np.ndarray:
         if np.unique(idx).size != idx.size:
             out.flags.writeable = False  # (a write raises PyTorch's overlap error)
     return out
-
-
-def _sizes(t: Any) -> tuple:
-    return tuple(t.shape)
 
 
 def _take_value(t: Any, fresh: Any) -> None:
@@ -482,11 +478,7 @@ def write(t: Any, value: Any, track: bool) -> None:
         else:
             with no_grad():
                 new_root = _put(root, t._steps, value)
-        if root._data is not None and new_root._data is not None and root._capture is None \
-                and new_root._capture is None and type(root._data) is np.ndarray:
-            np.copyto(root._data, new_root._data)  # (a host root of a captured alias: not reached)
-        else:
-            _take_value(root, new_root)
+        _take_value(root, new_root)
         _take_value(t, value)
     else:
         _rebind_or_copy(t, value)
@@ -558,8 +550,7 @@ def adopt(target: Any, data: Any) -> None:
 
 def forget(t: Any) -> None:
     """``t`` takes a new storage of its own (``Module.to``): its old aliases keep the old one."""
-    for field in ("_root", "_steps", "_base_t", "_nb", "_st", "_seen", "_gfseen", "_nograd_view", "_multi_view",
-                  "_made_by"):
+    for field in STORAGE_FIELDS:
         t.__dict__.pop(field, None)
 
 

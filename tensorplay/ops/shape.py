@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._dispatch import apply
+from .._dispatch import apply, current_handler
 from .._grad_mode import is_grad_enabled
 from .._tensor import Size, Tensor
 from ..dialects.tp import dtypes as dt
@@ -574,8 +574,7 @@ def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_o
                            f"out of bounds for storage of size {numel * x.element_size()}")
     attrs = {"size": size, "stride": stride, "offset": offset}
     data = root._data
-    if type(data) is np.ndarray and root._capture is None and x._capture is None and \
-            _dispatch_current_handler() is None:
+    if type(data) is np.ndarray and root._capture is None and x._capture is None and current_handler() is None:
         if not data.flags.c_contiguous:
             raise RuntimeError("as_strided of a tensor whose storage is not in row-major order (a numpy array "
                                "given to from_numpy with other strides): clone() it first")
@@ -628,9 +627,3 @@ def unfold(input: Any, dimension: int, size: int, step: int) -> Tensor:
     if x.ndim == 0:
         new_shape, new_strides = [size], [1]
     return as_strided(x, new_shape, new_strides, x.storage_offset())
-
-
-def _dispatch_current_handler() -> Any:
-    from .._dispatch import current_handler
-
-    return current_handler()

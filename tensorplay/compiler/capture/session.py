@@ -732,13 +732,17 @@ class Capture:
             if not all(type(d) is int for v in attrs.values() if isinstance(v, tuple) for d in v):
                 return None
             steps.append((name, attrs))
-        borrow = self._borrowed.get(id(root))
-        lifted = self._lifted.get(id(root))
-        binding = borrow.binding if borrow is not None else (
-            self._bindings[lifted[1].index] if lifted is not None else None)
-        if not (isinstance(binding, ArgInput) or (isinstance(binding, AttachedInput) and binding.tensor is not None)):
+        binding = self._binding_of(root)
+        if not _alive(binding):
             return None
         return ("view", binding, tuple(steps))
+
+    def _binding_of(self, t: Tensor) -> Binding | None:
+        """How the program reads ``t``, a tensor from outside the capture (None: it does not)."""
+        borrow = self._borrowed.get(id(t))
+        lifted = self._lifted.get(id(t))
+        return borrow.binding if borrow is not None else (
+            self._bindings[lifted[1].index] if lifted is not None else None)
 
     def random_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """A random op: drawn by the eager generator; under trace, a graph input redrawn on
@@ -1260,12 +1264,7 @@ class Capture:
                 if view is not None:  # a view of an input: made again from it after each call
                     items.append(view)
                     continue
-                value = self.value_of(leaf)
-                borrow = self._borrowed.get(id(leaf))
-                lifted = self._lifted.get(id(leaf))
-                binding = borrow.binding if borrow is not None else (
-                    self._bindings[lifted[1].index] if lifted is not None else None)
-                items.append(("tensor", value, binding))
+                items.append(("tensor", self.value_of(leaf), self._binding_of(leaf)))
             else:
                 items.append(("const", leaf))
         del out_leaves, leaf
@@ -1296,10 +1295,6 @@ class Capture:
             if isinstance(b, AttachedInput) and b.resolve() is None:
                 self._bindings[i] = ArrayInput(b.first)
 
-        def alive(binding: Binding | None) -> bool:
-            return isinstance(binding, ArgInput) or (
-                isinstance(binding, AttachedInput) and binding.tensor is not None)
-
         outputs: list[Value] = []
         index: dict[Value, int] = {}
 
@@ -1317,13 +1312,13 @@ class Capture:
                 spec.append(item)
             elif item[0] == "size":
                 spec.append(("size", output(item[1])))
-            elif alive(item[2]):
+            elif _alive(item[2]):
                 spec.append(("object", item[2]))
             else:
                 spec.append(("new", output(item[1])))
         writebacks: list[tuple[Any, int]] = []
         for binding, v in mutated:
-            if alive(binding):
+            if _alive(binding):
                 writebacks.append((binding, output(v)))
         for wr, v in leaked:
             writebacks.append((wr, output(v)))
@@ -1468,3 +1463,9 @@ def _describe(t: Tensor) -> str:
 
 def _fn_name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _alive(binding: Binding | None) -> bool:
+    """Whether a binding still reaches a tensor after the call: an argument, or an attached
+    tensor alive."""
+    return isinstance(binding, ArgInput) or (isinstance(binding, AttachedInput) and binding.tensor is not None)
