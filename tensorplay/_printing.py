@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .dialects.tp import dtypes as dt
+from . import _views
 
 __all__ = ["tensor_repr", "set_printoptions"]
 
@@ -121,7 +122,7 @@ def tensor_repr(t: Any, prefix: str = "tensor(") -> str:
     from ._tensor import Tensor
 
     assert isinstance(t, Tensor)
-    if t._data is None:
+    if not _views.has_memory(t):
         return f"{prefix}<captured {t._tensor_type()}>)"
     a = t._concrete("print(tensor)")  # a device tensor's values are copied to the host
     dtype = dt.from_numpy_dtype(a.dtype)

@@ -112,13 +112,12 @@ class Tensor:
     @property
     def _version(self) -> int:
         """PyTorch's version counter: in-place changes of this tensor, its base and views."""
-        vc = self._vc
-        return 0 if vc is None else vc[0]
+        return _views.version(self)
 
     @property
     def _base(self) -> Tensor | None:
         """The tensor this one is a view of (None if it is not a view), as in PyTorch."""
-        return self._base_t
+        return _views.base(self)
 
     def _is_view(self) -> builtins.bool:
         return self._base_t is not None

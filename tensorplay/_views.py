@@ -33,8 +33,13 @@ import numpy as np
 from ._grad_mode import is_grad_enabled, no_grad
 from .runtime.storage import DeviceArray, is_shared, note_host_write
 
-__all__ = ["VIEW_OPS", "STORAGE_FIELDS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared", "replace_array",
-           "rematerialize", "check_pending", "layout", "OVERLAP"]
+__all__ = [
+    # the storage interface: how every module outside the tensor core reads and replaces memory
+    "has_memory", "held", "is_device", "array", "host_array", "device_array", "replace_array", "take_memory", "settle",
+    "take_over", "hand_back", "version", "base", "root", "is_alias", "view_steps", "made_in", "mark_multi_view",
+    # the aliasing machinery the tensor core (Tensor, _dispatch) uses
+    "VIEW_OPS", "STORAGE_FIELDS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared",
+    "rematerialize", "check_pending", "layout", "OVERLAP"]
 
 #: the tp ops whose result may share its operand's storage
 VIEW_OPS = frozenset({"tp.reshape", "tp.permute", "tp.slice", "tp.broadcast_to"})
@@ -538,6 +543,8 @@ def adopt(target: Any, data: Any) -> None:
     it in PyTorch: when ``data`` has no aliases yet, it becomes an alias of ``target`` (so the
     parameter owns its storage once ``data`` is gone), else ``target`` joins its storage."""
     target._data = data._data
+    target._type = data._type
+    target._capture = data._capture
     if data._root is None and (data._st is None or not len(data._st.aliases)) and data._data is not None:
         st = Storage()
         target._st = st
@@ -602,3 +609,119 @@ def rematerialize(t: Any) -> None:
         t._seen = root._st.writes if root._st is not None else 0
     else:  # it cannot view the memory: a tensor of its own from now on
         forget(t)
+
+
+# --- the storage interface ------------------------------------------------------------------------
+#
+# A tensor's memory is its ``_data`` field: a host numpy array, an IREE ``DeviceArray``, or None
+# while a capture holds the tensor as a graph value. Only the tensor core (``_tensor``, this
+# module, ``_dispatch``) touches the field; every other module reads and replaces memory through
+# the functions below, so the aliasing rules above apply to every reader and writer.
+
+
+def has_memory(t: Any) -> bool:
+    """Whether ``t`` has memory now (False: a graph value of a running capture)."""
+    return t._data is not None
+
+
+def held(t: Any) -> Any:
+    """The array ``t`` holds (host ``ndarray``, ``DeviceArray``, None for a graph value), as it
+    is: for its kind, shape, dtype and identity. A functional alias may hold a value from before
+    a write through another alias of its memory; :func:`array` brings it up to date."""
+    return t._data
+
+
+def is_device(t: Any) -> bool:
+    """Whether ``t``'s memory is an IREE device buffer."""
+    return type(t._data) is DeviceArray
+
+
+def array(t: Any) -> Any:
+    """``t``'s contents (host ``ndarray`` or ``DeviceArray``; None for a graph value), with every
+    write through its aliases applied."""
+    if t._root is not None:
+        sync(t)
+    return t._data
+
+
+def host_array(t: Any) -> np.ndarray | None:
+    """``t``'s contents when they live on the host (None for device tensors and graph values)."""
+    data = array(t)
+    return data if type(data) is np.ndarray else None
+
+
+def device_array(t: Any) -> DeviceArray | None:
+    """``t``'s contents when they live on a device (None for host tensors and graph values)."""
+    data = array(t)
+    return data if type(data) is DeviceArray else None
+
+
+def take_memory(t: Any, source: Any) -> None:
+    """``t`` leaves its storage (its aliases keep it) and takes ``source``'s memory, which may
+    differ in dtype and device (``Module.to`` moving a parameter)."""
+    forget(t)
+    t._data = source._data
+    t._type = source._type
+    t._capture = source._capture
+
+
+def settle(t: Any, new: Any) -> None:
+    """``t``, a graph value of a capture that ended (or broke), is concrete again with the
+    contents ``new`` (seen by its aliases, as :func:`replace_array`)."""
+    replace_array(t, new)
+    t._capture = None
+    t._type = None
+
+
+def take_over(t: Any, ttype: Any, ref: Any) -> None:
+    """A capture holds ``t`` as a graph value (of type ``ttype``, described by ``ref``) for the
+    capturing thread only; other threads still see its memory (:mod:`._thread_views`)."""
+    from ._thread_views import open_view
+
+    open_view(t, _data=None, _type=ttype, _capture=ref)
+
+
+def hand_back(t: Any) -> None:
+    """The capture that took ``t`` over lets it go: its memory is as it was (a new value comes
+    with :func:`settle`)."""
+    from ._thread_views import close_view
+
+    close_view(t)
+
+
+def version(t: Any) -> int:
+    """PyTorch's version counter of ``t`` (in-place changes of it, its base and its views)."""
+    vc = t._vc
+    return 0 if vc is None else vc[0]
+
+
+def base(t: Any) -> Any:
+    """The tensor ``t`` is a view of (None when it is not a view)."""
+    return t._base_t
+
+
+def root(t: Any) -> Any:
+    """The tensor that owns ``t``'s storage (``t`` itself unless it is an alias)."""
+    r = t._root
+    return t if r is None else r
+
+
+def is_alias(t: Any) -> bool:
+    """Whether ``t`` is over another tensor's storage (a view, ``detach()``, ``.data``)."""
+    return t._root is not None
+
+
+def view_steps(t: Any) -> tuple:
+    """The view ops, ``(tp op name, attrs)``, that make alias ``t`` from its root."""
+    return t._steps
+
+
+def made_in(t: Any, capture: Any) -> bool:
+    """Whether alias ``t`` was made while ``capture`` ran."""
+    return t._made_by == _serial(capture)
+
+
+def mark_multi_view(t: Any, index: int, node: str) -> None:
+    """``t`` is output ``index`` of a view function returning several (``node``: its name),
+    which PyTorch forbids modifying in place when it requires grad."""
+    t._multi_view = (index, node)

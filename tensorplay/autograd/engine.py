@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._grad_mode import no_grad, set_grad_enabled
+from .. import _views
 
 __all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
            "fit_gradient", "add_gradients", "edge_of", "zero_grads"]
@@ -56,7 +57,7 @@ class _Saved:
     __slots__ = ("data", "grad_fn", "output_nr", "requires_grad", "tensor", "version", "is_output")
 
     def __init__(self, t: Any, is_output: bool = False):
-        self.data = t._data
+        self.data = _views.held(t)
         self.grad_fn = None if is_output else t._grad_fn
         self.output_nr = t._output_nr
         self.requires_grad = t.requires_grad
@@ -76,7 +77,7 @@ class _Saved:
                 f"{t._version}; expected version {self.version} instead. Hint: the backtrace further above "
                 f"shows the operation that failed to compute its gradient; the variable in question was "
                 f"changed in there or anywhere later. Good luck!")
-        if t is not None and t._data is self.data:
+        if t is not None and _views.held(t) is self.data:
             return t
         out = Tensor._wrap(self.data)
         if self.requires_grad:
@@ -200,7 +201,7 @@ class Node(GraphNode):
         for s in self._inputs or ():
             if s is not None and s.tensor is t:
                 s.tensor = None  # the value before the change, kept: later changes do not matter
-                if copy and s.data is t._data:
+                if copy and s.data is _views.held(t):
                     s.data = s.data.copy()
 
     def apply(self, grads: list) -> tuple:

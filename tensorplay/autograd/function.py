@@ -23,6 +23,7 @@ from typing import Any
 
 from .._grad_mode import is_grad_enabled, no_grad
 from .engine import _FREED, GraphNode, _Saved, edge_of
+from .. import _views
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -126,7 +127,7 @@ class Function:
 
         handler = current_handler()
         if handler is not None and is_grad_enabled() and hasattr(handler, "run_eagerly") and any(
-                isinstance(a, Tensor) and (a._requires_grad or a._data is None) for a in args):
+                isinstance(a, Tensor) and (a._requires_grad or not _views.has_memory(a)) for a in args):
             # a capture under grad mode: the backward is this class's Python, which a compiled
             # backward cannot run, so the call runs eagerly (a graph break; an error under fullgraph)
             return handler.run_eagerly(cls.apply, args, kwargs,
@@ -145,7 +146,7 @@ class Function:
             fresh = []
             for i, o in enumerate(results):
                 if id(o) in {id(t) for t in tensors if t is not None} and o not in ctx._dirty:
-                    o = Tensor._wrap(o._data)  # an input returned as it is: a new tensor, as PyTorch's view
+                    o = Tensor._wrap(_views.array(o))  # an input returned as it is: a new tensor, as PyTorch's view
                 fresh.append(o)
                 if o.dtype.is_floating_point and id(o) not in ctx._non_differentiable and \
                         id(results[i]) not in ctx._non_differentiable:

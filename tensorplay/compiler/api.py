@@ -186,9 +186,7 @@ class Entry:
             else:
                 obj = target()
             if obj is not None:
-                _views.replace_array(obj, outs[k])
-                obj._capture = None
-                obj._type = None
+                _views.settle(obj, outs[k])
         for target, k in self.grad_writebacks:  # the .grad a backward() inside the function set
             obj = target()
             if obj is not None:
@@ -927,7 +925,7 @@ class CompiledFunction:
                     if outs[k]._grad_fn is not None:
                         t._requires_grad, t._grad_fn, t._output_nr = True, outs[k]._grad_fn, outs[k]._output_nr
 
-                return [o._data for o in outs], follow
+                return [_views.held(o) for o in outs], follow
             name = graph.name = f"{self.name}_segment{len(group.segments)}"
             symbols = data_dependent_symbols(graph)
             sizes = _input_symbols(graph, arrays)  # symbolic sizes the segment reads from its inputs
@@ -1040,7 +1038,7 @@ class CompiledFunction:
         out: dict[int, dict[int, Any]] = {}
         auto = self._group.auto_dynamic
         for i, (path, leaf) in enumerate(zip(paths, leaves)):
-            if not isinstance(leaf, Tensor) or leaf._data is None:
+            if not isinstance(leaf, Tensor) or not _views.has_memory(leaf):
                 continue
             static = leaf._static_dims or frozenset()
             if self.dynamic:

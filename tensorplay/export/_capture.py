@@ -22,6 +22,7 @@ from ..compiler.capture.session import Capture, CaptureConfig, TraceResult, expo
 from ..dialects.tp.graph import Graph, Value
 from ..dialects.tp.types import TensorType, type_of_array
 from ..runtime.signature import TensorSpec
+from .. import _views
 
 __all__ = ["Weight", "WeightTable", "TracedEntry", "capture_entry", "module_state_names", "arg_paths", "impl_name"]
 
@@ -69,7 +70,7 @@ class WeightTable:
                 name, kind = self.names.get(id(tensor), (None, "tensor"))
                 if name is None:
                     name = f"tensor_{sum(w.kind == 'tensor' for w in self.weights)}"
-                hit = self._add(id(tensor), Weight(name, np.array(tensor._data), kind))
+                hit = self._add(id(tensor), Weight(name, np.array(_views.array(tensor)), kind))
                 self._keep.append(tensor)  # ids stay unique while the table lives
             return hit
         if isinstance(binding, ArrayInput):

@@ -25,6 +25,7 @@ from ..ops import random as RND
 from ..ops import reduction as R
 from ..ops import shape as S
 from ..ops._helpers import as_tensor_arg, sqrt_zero_grad, tracking
+from .. import _views
 
 __all__ = [
     # activations
@@ -380,7 +381,7 @@ def _is_concrete(*tensors: Tensor | None) -> bool:
     not between the segments of a function with graph breaks either (there the check's own ops
     would be recorded and its ``bool`` would break the graph once more on every call), so a
     compiled call checks exactly what its whole-graph form checks."""
-    return current_handler() is None and all(t is None or t._data is not None for t in tensors)
+    return current_handler() is None and all(t is None or _views.has_memory(t) for t in tensors)
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,

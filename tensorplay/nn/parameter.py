@@ -22,8 +22,6 @@ def _adopt(target: Tensor, data: Any) -> None:
         data = tensor(data)
     target._init_meta()
     _views.adopt(target, data)
-    target._type = data._type
-    target._capture = data._capture
     target._static_dims = data._static_dims
 
 

@@ -14,6 +14,7 @@ from ..runtime.storage import aligned_copy, mark_shared
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.symbolic import SymInt
 from ._helpers import int_tuple, is_scalar
+from .. import _views
 
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "asarray", "scalar_tensor", "zeros", "ones", "full",
@@ -176,7 +177,7 @@ def _like(input: Tensor, dtype: Any) -> tuple[tuple[int, ...], Any]:
 
 def _device_like(input: Tensor, device: Any) -> Any:
     """PyTorch's rule: a ``*_like`` tensor is made on ``input``'s device unless told."""
-    if device is not None or input._data is None:
+    if device is not None or not _views.has_memory(input):
         return device
     return input.device
 

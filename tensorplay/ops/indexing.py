@@ -21,7 +21,6 @@ import numpy as np
 
 from .._dispatch import apply
 from .._tensor import Tensor
-from ..runtime.storage import DeviceArray
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import registry
 from ..dialects.tp import symbolic as sym
@@ -32,6 +31,7 @@ from ..dialects.tp.shapes import broadcast_shapes, format_shape, normalize_dim
 from ._helpers import as_tensor_arg, is_scalar, scalar_tensor
 from .elementwise import add, lt, where
 from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_to, slice_dim
+from .. import _views
 
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
 __all__ = [
@@ -93,7 +93,7 @@ class _IndexStep:
     def _on(self, x: Tensor) -> list[Tensor]:
         """The indices on ``x``'s device: as in PyTorch, host index tensors (and the ones made
         from ints and lists in the key) may index a device tensor."""
-        if type(x._data) is not DeviceArray:
+        if not _views.is_device(x):
             return self.indices
         return [i.to(x.device) for i in self.indices]
 
@@ -137,8 +137,8 @@ def _classify(item: Any) -> tuple[str, Any]:
         if item.dtype in (dt.bool_, dt.uint8):
             return "mask", item if item.dtype is dt.bool_ else apply("tp.cast", item, dtype=dt.bool_)
         if item.dtype in (dt.int32, dt.int64):
-            if item.ndim == 0 and item._data is not None:
-                return "int", int(item._data)  # PyTorch reads an eager 0-d index as an int
+            if item.ndim == 0 and _views.has_memory(item):
+                return "int", int(_views.array(item))  # PyTorch reads an eager 0-d index as an int
             return ("select" if item.ndim == 0 else "index"), item
         raise IndexError(_BAD_INDEX_TENSOR)
     raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
@@ -274,7 +274,7 @@ def _value_tensor(x: Tensor, value: Any, op: str) -> Tensor:
         v = scalar_tensor(value, x.dtype, op)
     else:
         raise TypeError(f"can't assign a {type(value).__name__} to a {x.type()}")
-    if type(x._data) is DeviceArray and type(v._data) is not DeviceArray and v._data is not None:
+    if _views.is_device(x) and not _views.is_device(v) and _views.has_memory(v):
         v = v.to(x.device)  # a host value written into a device tensor (copy_'s rule)
     return v
 

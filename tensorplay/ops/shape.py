@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _views
 from .._dispatch import apply, current_handler
 from .._grad_mode import is_grad_enabled
 from .._tensor import Size, Tensor
@@ -491,8 +492,8 @@ def _multi_views(views: Sequence[Tensor], node: str) -> tuple[Tensor, ...]:
     """The views of one function returning several (split, chunk, unbind): PyTorch forbids
     modifying them in place when they require grad."""
     for i, v in enumerate(views):
-        if v._requires_grad and v._base_t is not None:
-            v._multi_view = (i, node)
+        if v._requires_grad and _views.base(v) is not None:
+            _views.mark_multi_view(v, i, node)
     return tuple(views)
 
 
@@ -555,7 +556,6 @@ def flip(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
 def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
     """A view of ``input``'s storage with the given sizes, strides and offset (in elements,
     from the start of the storage). Writing into one whose elements overlap raises."""
-    from .. import _views
 
     x = _tensor(input, "as_strided")
     size = tuple(int(d) for d in size)
@@ -565,7 +565,7 @@ def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_o
     if any(d < 0 for d in size) or any(st < 0 for st in stride):
         raise ShapeError(f"as_strided: negative size or stride in size {list(size)}, stride {list(stride)}")
     offset = x.storage_offset() if storage_offset is None else int(storage_offset)
-    root = x._root if x._root is not None else x
+    root = _views.root(x)
     numel = root.numel()
     need = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
     if need > numel or offset < 0:
@@ -573,7 +573,7 @@ def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_o
                            f"itemsize {x.element_size()} requiring a storage size of {need * x.element_size()} are "
                            f"out of bounds for storage of size {numel * x.element_size()}")
     attrs = {"size": size, "stride": stride, "offset": offset}
-    data = root._data
+    data = _views.held(root)
     if type(data) is np.ndarray and root._capture is None and x._capture is None and current_handler() is None:
         if not data.flags.c_contiguous:
             raise RuntimeError("as_strided of a tensor whose storage is not in row-major order (a numpy array "

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._grad_mode import no_grad
 from .._tensor import Tensor
+from .. import _views
 
 __all__ = ["Optimizer", "required"]
 
@@ -177,7 +178,7 @@ class StepValues:
         # gradients a backward() in the same trace made are the graph's own (their guard is
         # that backward's): left out of the signature
         made = frozenset(id(p) for g in opt.param_groups for p in g["params"]
-                         if p.grad is not None and p.grad._data is None)
+                         if p.grad is not None and not _views.has_memory(p.grad))
         first = _signature(opt, made)
         self.capture.add_guard(f"{type(opt).__name__}: its parameter groups, options other than lr, which "
                                f"parameters have gradients (shape, dtype, device) and its state tensors unchanged",
@@ -201,7 +202,7 @@ class StepValues:
 
     def grad(self, p: Tensor, maximize: bool) -> Tensor:
         g = p.grad
-        if self.capture is not None and g._data is not None:  # (a gradient the trace made is used as it is)
+        if self.capture is not None and _views.has_memory(g):  # (a gradient the trace made is used as it is)
             g = self.capture.input_from(lambda: p.grad, "a parameter's .grad")
         return -g if maximize else g
 

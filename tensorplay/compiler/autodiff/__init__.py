@@ -27,6 +27,7 @@ from ...runtime.storage import DeviceArray
 from .._logging import get_logger
 from .joint import Joint, NotDifferentiable, build_joint, live_values
 from .partition import PARTITIONERS, Partition, partition, value_bytes
+from ... import _views
 
 __all__ = ["Differentiated", "CompiledBackward", "NotDifferentiable", "differentiate", "replay_eagerly", "PARTITIONERS",
            "live_values", "value_bytes"]
@@ -113,7 +114,8 @@ class CompiledBackward(GraphNode):
                 g = self.zeros(self.output_meta[i][0], dtype, device=self.output_devices[i])
             if g.dtype is not dtype:
                 g = g.to(dtype)
-            tangents.append(g._data if type(g._data) is DeviceArray else np.asarray(g._data))
+            d = _views.array(g)
+            tangents.append(d if _views.is_device(g) else np.asarray(d))
         outs = self.program.run_backward(self._saved + tangents)
         result = []
         for slot, device in zip(self.program.parts.gradient_slots, self.input_devices):

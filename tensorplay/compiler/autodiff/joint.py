@@ -24,6 +24,7 @@ from ...autograd.engine import add_gradients, fit_gradient
 from ...dialects.tp.graph import CALL, Graph, Node, Value
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
+from ... import _views
 
 __all__ = ["Joint", "NotDifferentiable", "build_joint", "live_values"]
 
@@ -72,9 +73,9 @@ class _Tape:
         ref = t._capture
         if isinstance(ref, _Ref) and ref.tape is self:
             return ref.value
-        if t._data is None:
+        if not _views.has_memory(t):
             raise NotDifferentiable("a gradient rule used a tensor of another capture")
-        data = t._data
+        data = _views.held(t)
         if not isinstance(data, np.ndarray):  # a device array made by a rule: its values
             data = data.to_host()
         node = Node("tp.constant", (), {"value": np.array(data)}, (), self.loc)

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from ...runtime.program import BACKEND_OF_DRIVER
-from ...runtime.storage import DeviceArray
 from .._logging import get_logger
+from ... import _views
 
 __all__ = ["run_on_device", "fallbacks"]
 
@@ -58,9 +58,9 @@ def _device_of(op: Any, operands: Sequence[Any]) -> str:
     """The runtime driver all device operands are on; PyTorch's error for mixed devices."""
     from ...runtime.storage import device_name
 
-    drivers = {o._data.driver for o in operands if o is not None and type(o._data) is DeviceArray}
-    host = [i for i, o in enumerate(operands) if o is not None and type(o._data) is not DeviceArray
-            and o._data is not None and o._data.ndim != 0]
+    drivers = {_views.held(o).driver for o in operands if o is not None and _views.is_device(o)}
+    host = [i for i, o in enumerate(operands) if o is not None and not _views.is_device(o)
+            and _views.has_memory(o) and _views.held(o).ndim != 0]
     if len(drivers) > 1 or host:
         found = sorted(device_name(d) for d in drivers) + (["cpu"] if host else [])
         where = f" (operand {host[0]} is a cpu tensor of shape {list(operands[host[0]].shape)})" if host else ""
@@ -87,7 +87,7 @@ def run_on_device(op: Any, operands: Sequence[Any], attrs: dict, result_types: S
                 _programs[key] = program
     if isinstance(program, str):
         return _on_host(op, operands, attrs, result_types, driver, program)
-    outs = program(*[o._data for o in operands if o is not None])
+    outs = program(*[_views.held(o) for o in operands if o is not None])
     return tuple(Tensor._wrap(a) for a in outs)
 
 
@@ -125,7 +125,7 @@ def _on_host(op: Any, operands: Sequence[Any], attrs: dict, result_types: Sequen
     if first:
         _log.info("%s on %s tensors runs on the host: %s (operands are downloaded and results uploaded)",
                   op.name, driver, why)
-    arrays = [None if o is None else (o._data.to_host() if type(o._data) is DeviceArray else o._data)
+    arrays = [None if o is None else (_views.held(o).to_host() if _views.is_device(o) else _views.held(o))
               for o in operands]
     outs = op.evaluate(arrays, attrs, result_types)
     return tuple(Tensor._wrap(to_device(np.asarray(a), driver)) for a in outs)

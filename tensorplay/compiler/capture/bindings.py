@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import pytree
+from ... import _views
 
 __all__ = ["Binding", "ArgInput", "AttachedInput", "ReadInput", "ArrayInput", "RandomInput"]
 
@@ -43,7 +44,7 @@ class ArgInput(Binding):
         self.path = path
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
-        return leaves[self.index]._data
+        return _views.held(leaves[self.index])
 
     def source(self, leaves: Sequence[Any]) -> Any:
         return leaves[self.index]
@@ -73,7 +74,7 @@ class AttachedInput(Binding):
         return self.tensor if self._weak is None else self._weak()
 
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
-        return self.tensor._data
+        return _views.held(self.tensor)
 
     def source(self, leaves: Sequence[Any]) -> Any:
         return self.tensor
@@ -140,9 +141,9 @@ class RandomInput(Binding):
 
         treedef, entries = self.sizes
         at = {name: (i, d) for name, i, d in bindings}
-        names = {s: f"leaves[{at[v][0]}]._data.shape[{at[v][1]}]" for s, v in symbols.items() if v in at}
+        names = {s: f"held(leaves[{at[v][0]}]).shape[{at[v][1]}]" for s, v in symbols.items() if v in at}
         exprs = [sym.size_to_python(simplify(e), names) for _, e in entries]
-        scope: dict[str, Any] = {"min": min, "max": max, "abs": abs}
+        scope: dict[str, Any] = {"min": min, "max": max, "abs": abs, "held": _views.held}
         self._size_fn = eval(f"lambda leaves: ({', '.join(exprs)},)", scope)  # noqa: S307 - built here
         base = pytree.flatten((self.args, self.kwargs))[0]
         positions = [p for p, _ in entries]
@@ -158,8 +159,8 @@ class RandomInput(Binding):
     def fetch(self, leaves: Sequence[Any]) -> np.ndarray:
         if self._size_fn is not None:
             args, kwargs = self._args_for(leaves)
-            return self.fn(*args, **kwargs)._data
-        return self.fn(*self.args, **self.kwargs)._data
+            return _views.held(self.fn(*args, **kwargs))
+        return _views.held(self.fn(*self.args, **self.kwargs))
 
     def describe(self) -> str:
         return f"random draw {getattr(self.fn, '__name__', 'random')}()"

@@ -25,6 +25,7 @@ from ...runtime.storage import DeviceArray
 from ...dialects.tp import dtypes as dt
 from . import pytree
 from .reads import code_of
+from ... import _views
 
 __all__ = ["CallKey", "TensorKey", "FloatKey", "ValueKey", "ObjectKey", "GlobalModes", "call_key", "mask_key",
            "size_changes", "describe_change", "module_guard", "free_objects", "is_module", "tensor_meta_guard",
@@ -94,7 +95,7 @@ def is_module(x: Any) -> bool:
 def _leaf_key(leaf: Any) -> tuple:
     t = type(leaf)
     if isinstance(leaf, Tensor):
-        data = leaf._data
+        data = _views.held(leaf)
         if data is None:
             return _new(TensorKey, (t, leaf._type.shape, leaf._type.dtype.np_dtype, leaf.requires_grad,
                                     leaf._static_dims, ""))
@@ -123,7 +124,7 @@ def call_key(treedef: pytree.TreeDef, leaves: Sequence[Any]) -> CallKey:
     first: dict[int, int] = {}
     for i, x in enumerate(leaves):
         if isinstance(x, Tensor):
-            data = x._data
+            data = _views.held(x)
             keys.append(_leaf_key(x) if data is None else
                         _new(TensorKey, (type(x), data.shape, data.dtype, x.requires_grad, x._static_dims,
                                          storage_kind(data))))
@@ -269,7 +270,7 @@ class ModuleGuard:
         self._version_source = module_mod
         self.modules = _walk(self.module)
         self.state = _module_state(self.modules)
-        self.tensors = [(t, t._tensor_type().shape, t._tensor_type().dtype.np_dtype, storage_kind(t._data))
+        self.tensors = [(t, t._tensor_type().shape, t._tensor_type().dtype.np_dtype, storage_kind(_views.held(t)))
                         for m in self.modules
                         for t in (*m._parameters.values(), *m._buffers.values()) if t is not None]
         self.version = module_mod.state_version
@@ -282,7 +283,7 @@ class ModuleGuard:
         if _module_state(self.modules) != self.state:
             return False
         for t, shape, dtype, kind in self.tensors:
-            d = t._data
+            d = _views.held(t)
             if d is None or d.shape != shape or d.dtype != dtype or storage_kind(d) != kind:
                 return False
         self.version = version
@@ -295,11 +296,11 @@ def module_guard(module: Any, label: str) -> tuple[str, ModuleGuard]:
 
 
 def tensor_meta_guard(tensor: Any, label: str) -> tuple[str, Callable[[], bool]]:
-    data = tensor._data
+    data = _views.held(tensor)
     shape, dtype, kind = data.shape, data.dtype, storage_kind(data)
 
     def check() -> bool:
-        d = tensor._data
+        d = _views.held(tensor)
         return d is not None and d.shape == shape and d.dtype == dtype and storage_kind(d) == kind
 
     return (f"{label}: shape {_show(shape)}, dtype {_show(dtype)} and device unchanged", check)

@@ -32,7 +32,6 @@ import sympy
 
 from ... import _views
 from ... import _dispatch
-from ..._thread_views import close_view, open_view
 from ..._grad_mode import is_grad_enabled
 from ..._tensor import Tensor
 from ...dialects.tp import dtypes as dt
@@ -410,9 +409,9 @@ class Capture:
         value = getter()
         if not isinstance(value, Tensor):
             value = ops.creation.tensor(value, dtype=dtype)
-        if self.mode != TRACE or self._regions or value._data is None:
+        if self.mode != TRACE or self._regions or not _views.has_memory(value):
             return value
-        binding = ReadInput(getter, value._data, what)
+        binding = ReadInput(getter, _views.held(value), what)
         return self._wrap_results([self._add_input(value._tensor_type(), binding)], self.graph)
 
     def backward_in_graph(self, outputs: Sequence[Tensor], grads: Sequence[Any], inputs: Sequence[Any] | None,
@@ -543,9 +542,9 @@ class Capture:
                 self._settle_grad(t, relaxed=True)
             t.grad = new if g is None else g + new
             return
-        if g is not None and (g._data is None or _meta(g) != _meta(t)):
+        if g is not None and (not _views.has_memory(g) or _meta(g) != _meta(t)):
             self._guard_grad(t, _meta(g))  # (a .grad the function set itself, or of another shape)
-            if g._data is not None:
+            if _views.has_memory(g):
                 g = self.input_from(lambda t=t: t.grad, "a parameter's .grad")
             t.grad = g + new
             return
@@ -601,7 +600,7 @@ class Capture:
                  result_types: tuple[TensorType, ...]) -> Any:
         captured = False
         for o in operands:
-            if o is not None and o._data is None:
+            if o is not None and not _views.has_memory(o):
                 captured = True
                 break
         if any(d is None for t in result_types for d in t.shape):
@@ -676,9 +675,9 @@ class Capture:
         if not isinstance(ref, _Ref) or ref.session is not self:
             raise RuntimeError(f"{why}: this tensor stands for a value of another capture")
         self.graph_break(f"{why} needs the value of a captured tensor")
-        if tensor._data is None:
+        if not _views.has_memory(tensor):
             raise GraphCaptureError(f"{why}: the captured tensor could not be made concrete")
-        return tensor._data
+        return _views.held(tensor)
 
     def display_value(self, tensor: Tensor, why: str) -> None:
         """print/repr of one of this session's tensors: a graph break that makes it concrete."""
@@ -698,11 +697,11 @@ class Capture:
         if isinstance(ref, _Ref) and ref.session is self:
             ref.value = new
             return
-        if tensor._data is None:
+        if not _views.has_memory(tensor):
             raise RuntimeError("in-place update of a tensor captured by another session")
         # A concrete tensor updated in place: it stands for a graph value from now on.
         if self.mode == TRACE:
-            self._borrow(tensor, AttachedInput(tensor, tensor._data, _describe(tensor)))
+            self._borrow(tensor, AttachedInput(tensor, _views.held(tensor), _describe(tensor)))
             tensor._capture.value = new
         else:
             self._convert(tensor, new)
@@ -713,15 +712,16 @@ class Capture:
         tensor's memory, so each call makes it again from that tensor after the write-backs.
         None for other results (and for views that require grad, or reshape to or slice at
         sizes known only at run time: those come back as new tensors)."""
-        root = t._root
-        if root is None or t._made_by != _views._serial(self) or t._requires_grad or not t._steps:
+        steps_made = _views.view_steps(t)
+        if not _views.is_alias(t) or not _views.made_in(t, self) or t._requires_grad or not steps_made:
             return None
+        root = _views.root(t)
         from ...dialects.tp import registry
         from ...dialects.tp.ops.shape import SLICE_END
 
         steps = []
         ttype = root._tensor_type()
-        for name, attrs in t._steps:
+        for name, attrs in steps_made:
             op = registry.lookup(name)
             after = op.verify([ttype], op.normalize_attrs(attrs))[0]
             if name == "tp.slice":  # a slice to the end of a dim of run-time size
@@ -748,7 +748,7 @@ class Capture:
         """A random op: drawn by the eager generator; under trace, a graph input redrawn on
         every call in the same order."""
         leaves, tree = pytree.flatten((args, kwargs))
-        if any(isinstance(a, Tensor) and a._data is None for a in leaves):
+        if any(isinstance(a, Tensor) and not _views.has_memory(a) for a in leaves):
             return self.run_eagerly(fn, args, kwargs, f"{_fn_name(fn)}() with a captured tensor argument")
         symbolic = self._symbolic_draw(fn, args, kwargs, leaves)
         given = (args, kwargs)
@@ -763,18 +763,18 @@ class Capture:
             out = fn(*args, **kwargs)
         if self.mode != TRACE or self._regions:
             if self._regions:
-                ttype = type_of_array(out._data)
+                ttype = type_of_array(_views.held(out))
                 if symbolic is not None and len(symbolic) == len(ttype.shape):
                     # every call site draws with the sizes as symbols (the region's input is symbolic)
                     return self._regions[-1].random_input(fn, *given, out, TensorType(symbolic, ttype.dtype))
                 return self._regions[-1].random_input(fn, args, kwargs, out)
             return out
-        ttype = type_of_array(out._data)
+        ttype = type_of_array(_views.held(out))
         sizes = None
         if symbolic is not None and len(symbolic) == len(ttype.shape):
             ttype = TensorType(symbolic, ttype.dtype)
             sizes = (tree, [(i, a.node) for i, a in enumerate(leaves) if isinstance(a, sym.SymInt)])
-        binding = RandomInput(fn, args, kwargs, out._data, sizes)
+        binding = RandomInput(fn, args, kwargs, _views.held(out), sizes)
         value = self._add_input(ttype, binding)
         result = Tensor._from_type(value.type, _Ref(self, self.graph, value))
         result.requires_grad = out.requires_grad
@@ -811,7 +811,7 @@ class Capture:
             if ref.session is not self:
                 raise GraphCaptureError("a captured tensor of another compiled function was used "
                                         "here; tensors made inside a capture cannot leave it")
-        if t._data is None:
+        if not _views.has_memory(t):
             raise GraphCaptureError("a captured tensor from a finished capture was used")
         return self._lift(t)
 
@@ -820,9 +820,9 @@ class Capture:
         if hit is not None:
             return hit[1]
         if self.mode == TRACE:
-            binding: Binding = AttachedInput(t, t._data, _describe(t))
+            binding: Binding = AttachedInput(t, _views.held(t), _describe(t))
         else:
-            binding = ArrayInput(t._data)
+            binding = ArrayInput(_views.held(t))
         value = self._add_input(t._tensor_type(), binding)
         self._lifted[id(t)] = (t, value)
         return value
@@ -863,15 +863,15 @@ class Capture:
     # -- borrowing (trace mode) --------------------------------------------------------------
     def borrow_argument(self, tensor: Tensor, index: int, path: str) -> None:
         dims = (self.config.dynamic_dims or {}).get(index)
-        ttype = self._symbolic_type(tensor, index, path, dims) if dims and tensor._data is not None else None
-        self._borrow(tensor, ArgInput(index, tensor._data, path), ttype)
+        ttype = self._symbolic_type(tensor, index, path, dims) if dims and _views.has_memory(tensor) else None
+        self._borrow(tensor, ArgInput(index, _views.held(tensor), path), ttype)
 
     def _symbolic_type(self, tensor: Tensor, index: int, path: str, dims: dict[int, Any]) -> TensorType | None:
         """The argument's type with a size symbol for each dim in ``dims`` (a dim of size 0
         stays static unless it is named in dynamic_shapes)."""
         if id(tensor) in self._borrowed:
             return None
-        base = type_of_array(tensor._data)
+        base = type_of_array(_views.held(tensor))
         shape = list(base.shape)
         for d, spec in sorted(dims.items()):
             size = shape[d]
@@ -887,35 +887,35 @@ class Capture:
         return TensorType(tuple(shape), base.dtype)
 
     def borrow_attached(self, tensor: Tensor, what: str) -> None:
-        self._borrow(tensor, AttachedInput(tensor, tensor._data, what))
+        self._borrow(tensor, AttachedInput(tensor, _views.held(tensor), what))
 
     def _borrow(self, tensor: Tensor, binding: Binding, ttype: TensorType | None = None) -> _Borrow | None:
-        if id(tensor) in self._borrowed or tensor._data is None:
+        if id(tensor) in self._borrowed or not _views.has_memory(tensor):
             return None
         ttype = ttype or tensor._tensor_type()
         lifted = self._lifted.pop(id(tensor), None)
         value = lifted[1] if lifted is not None else self._add_input(ttype, binding)
         if lifted is not None:
             binding = self._bindings[value.index]
-        borrow = _Borrow(tensor, tensor._data, value, binding)
+        borrow = _Borrow(tensor, _views.held(tensor), value, binding)
         self._borrowed[id(tensor)] = borrow
         # this thread only: another one running the same module eagerly still sees the data
-        open_view(tensor, _data=None, _type=ttype, _capture=_Ref(self, self.graph, value, tensor.device))
+        _views.take_over(tensor, ttype, _Ref(self, self.graph, value, tensor.device))
         return borrow
 
     def _restore_borrowed(self) -> None:
         for b in self._borrowed.values():
-            close_view(b.tensor)
+            _views.hand_back(b.tensor)
         self._borrowed.clear()
 
     def _convert(self, tensor: Tensor, value: Value) -> None:
         """Lazy mode: a concrete tensor updated in place becomes a capture tensor until the
         next flush makes it concrete again (with the new value)."""
-        self._converted.append((tensor, tensor._data))
+        self._converted.append((tensor, _views.held(tensor)))
         ttype = tensor._tensor_type()
         if tensor._sym is not None:
             tensor._sym = None
-        open_view(tensor, _data=None, _type=ttype, _capture=_Ref(self, self.graph, value))
+        _views.take_over(tensor, ttype, _Ref(self, self.graph, value))
         self._live.append(weakref.ref(tensor))
 
     # -- segments ----------------------------------------------------------------------------
@@ -989,19 +989,16 @@ class Capture:
         kept = [(b.tensor, b.input.type) for b in self._borrowed.values() if not b.input.type.has_static_shape]
         self._restore_borrowed()
         for t, _ in self._converted:  # their new values (below) are for every thread to see
-            close_view(t)
+            _views.hand_back(t)
         for t, ttype in kept:
             self._mark_symbolic(t, substitute_type(ttype, settle))
         for t, v in pending:
-            _views.replace_array(t, first[v] if v.node is None else results[index[v]])
-            t._capture = None
-            t._type = None
+            _views.settle(t, first[v] if v.node is None else results[index[v]])
             self._mark_symbolic(t, substitute_type(v.type, settle))
             if grad_fn is not None and v.node is not None:
                 grad_fn(t, index[v])
         for t, _ in pending:  # aliases of concrete tensors view their memory again
-            if t._root is not None:
-                _views.rematerialize(t)
+            _views.rematerialize(t)
         self._converted.clear()
         self._segment_index += 1
         self.mode = LAZY
@@ -1036,7 +1033,7 @@ class Capture:
             for s in sorted(found - readable, key=str):
                 source = self._size_sources.get(s)
                 t = source() if source is not None else None
-                if t is None or (t._data is None and not isinstance(t._capture, _Ref)):
+                if t is None or (not _views.has_memory(t) and not isinstance(t._capture, _Ref)):
                     continue
                 value = self.value_of(t)  # a new input, or one the segment had and pruned
                 if value not in graph.inputs:
@@ -1143,7 +1140,7 @@ class Capture:
         self._clear_symbolic()
         self._restore_borrowed()
         for t, _ in self._converted:
-            close_view(t)
+            _views.hand_back(t)
         self._converted.clear()
         for wr in self._live:
             t = wr()
@@ -1221,7 +1218,7 @@ class Capture:
         those sizes as symbols, so other sizes reuse them."""
         try:
             for tensor, index, path, dims in dynamic:
-                if tensor._data is not None:
+                if _views.has_memory(tensor):
                     ttype = self._symbolic_type(tensor, index, path, dims)
                     if ttype is not None:
                         self._mark_symbolic(tensor, ttype)

@@ -12,6 +12,7 @@ from typing import Any
 from ..._tensor import Tensor
 from ..capture import current_capture
 from ..capture import suspended as _no_capture
+from ... import _views
 
 __all__ = ["current_capture", "suspended", "forcing_eager", "compile_disabled", "describe", "defined_at",
            "is_capture_tensor", "at_capture_time", "on_reset", "run_reset_hooks"]
@@ -74,7 +75,7 @@ def defined_at(fn: Any) -> str:
 
 
 def is_capture_tensor(value: Any) -> bool:
-    return isinstance(value, Tensor) and value._data is None
+    return isinstance(value, Tensor) and not _views.has_memory(value)
 
 
 def on_reset(hook: Callable[[], None]) -> Callable[[], None]:

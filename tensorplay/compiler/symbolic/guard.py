@@ -15,6 +15,7 @@ import re
 
 import sympy
 
+from ... import _views
 from ...dialects.tp import symbolic as sym
 from .shape_env import ShapeEnv
 
@@ -35,7 +36,7 @@ class ShapeGuard:
         lines: list[str] = []
         leaves = sorted({i for i, _, _, _ in self.dims})
         for i in leaves:
-            lines.append(f"a{i} = leaves[{i}]._data.shape")
+            lines.append(f"a{i} = held(leaves[{i}]).shape")
         # (python text, description) of each condition, cheapest first
         conditions: list[tuple[str, str]] = []
         for i, d, label, size in self.dims:
@@ -66,7 +67,7 @@ class ShapeGuard:
         body = "\n    ".join(lines) or "pass"
         test = " and ".join(f"({c})" for c, _ in conditions) or "True"
         source = f"def check(leaves):\n    {body}\n    return {test}\n"
-        scope: dict[str, Any] = {}
+        scope: dict[str, Any] = {"held": _views.held}
         exec(compile(source, f"<size guards of {env.owner}>", "exec"), scope)  # noqa: S102
         self.check = scope["check"]
         self._prefix = lines
@@ -81,7 +82,7 @@ class ShapeGuard:
 
     def failure(self, leaves: Sequence[Any]) -> str | None:
         """The first size guard ``leaves`` break, in the user's words (None when all hold)."""
-        scope: dict[str, Any] = {"leaves": leaves}
+        scope: dict[str, Any] = {"leaves": leaves, "held": _views.held}
         try:
             exec("\n".join(self._prefix), scope)  # noqa: S102
         except (AttributeError, IndexError, TypeError):

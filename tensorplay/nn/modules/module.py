@@ -99,10 +99,7 @@ def _to_tensor(value: Any) -> Tensor | None:
 def _set_value(target: Tensor, value: Tensor) -> None:
     """Rebind ``target`` to ``value``, which may differ in dtype (``Module.to``)."""
     _state_changed()
-    _views.forget(target)
-    target._data = value._data
-    target._type = value._type
-    target._capture = value._capture
+    _views.take_memory(target, value)
 
 
 def _check_name(kind: str, name: Any, module: Module, existing: dict) -> None:
