@@ -138,6 +138,7 @@ class ConvertTpToLinalg(Pass):
                 _fence(fn, _gather_into_reduction)
                 _fence(fn, _product_partly_broadcast_into_reduction)
                 _fence(fn, _splat_into_reduction)
+                _fence(fn, _reduced_and_kept_from_bools)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
                 if not self.fuse_wide_inner_reductions:
@@ -310,6 +311,50 @@ def _splat_into_reduction(op: ir.Operation) -> bool:
                 iterators = _is_reduction(user)
                 if iterators and any(iterators) and use.operand_number < len(user.operands) - len(user.results):
                     return True
+    return False
+
+
+def _reduced_and_kept_from_bools(op: ir.Operation) -> bool:
+    """A ``linalg.generic`` making an integer tensor from bools (it or a generic it reads takes
+    an ``i1`` operand) whose result a reduction reads and something else keeps (a result of
+    the function, a slice of it): ``v = m.long() ^ m; return v.amax(), v``. IREE 3.13 puts
+    the reduction and the kept value in one dispatch with the bool reads, and allocates a stack
+    buffer of the whole tensor's size there: "unbounded stack allocations" with dynamic sizes,
+    "exceeded stack allocation limit" at 64x96x40 elements. Behind a fence the reduction reads
+    the kept value. (Float results of the same programs compile.)"""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    t = ir.RankedTensorType(op.results[0].type)
+    if not isinstance(t.element_type, ir.IntegerType) or t.element_type.width == 1:
+        return False
+    reduced = kept = False
+    for use in op.results[0].uses:
+        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        iterators = _is_reduction(user)
+        if iterators and any(iterators):
+            reduced = True
+        else:
+            kept = True
+    return reduced and kept and _reads_bools(op, 0)
+
+
+def _reads_bools(op: ir.Operation, depth: int) -> bool:
+    """Whether ``op`` (a ``linalg.generic``) or a generic it reads through others takes an
+    ``i1`` tensor operand."""
+    if depth > 8:
+        return False
+    for operand in op.operands:
+        if not isinstance(operand.type, ir.RankedTensorType):
+            continue
+        et = ir.RankedTensorType(operand.type).element_type
+        if isinstance(et, ir.IntegerType) and et.width == 1:
+            return True
+        owner = operand.owner
+        if isinstance(owner, ir.Block):
+            continue
+        owner = owner.operation if hasattr(owner, "operation") else owner
+        if owner.name == "linalg.generic" and _reads_bools(owner, depth + 1):
+            return True
     return False
 
 

@@ -112,6 +112,17 @@ def concatenated_arg_extrema(x):
     return tp.cat((i, i, i), -2).sign(), -tp.cat((j, j), 1)
 
 
+def bool_arithmetic_reduced_and_kept(x):
+    # an integer made from bools, reduced and also returned: IREE 3.13 kept it in a stack
+    # buffer of the whole tensor's size in the reduction's dispatch ("unbounded stack
+    # allocations"; program fuzzer seed 0, 1634); the reduction reads it through a fence
+    # (_reduced_and_kept_from_bools in passes/lowering)
+    m = (x > 0) & ((x * 3).long() != 0)
+    v = m.long() ^ m
+    w = m.int() ^ m
+    return v.amax(), v[1:], w.amax(0), w
+
+
 CASES = {
     "shapes_and_views": (shapes_and_views, [((2, 6, 3), (3,)), ((1, 1, 3), (3,)), ((4, 9, 3), (3,))]),
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
@@ -124,6 +135,7 @@ CASES = {
     "flipped_masks": (flipped_masks, [((4, 3),), ((1, 5),), ((6, 2),)]),
     "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
     "concatenated_arg_extrema": (concatenated_arg_extrema, [((2, 1, 3, 1),), ((3, 4, 2, 5),), ((1, 2, 6, 2),)]),
+    "bool_arithmetic_reduced_and_kept": (bool_arithmetic_reduced_and_kept, [((4, 3, 2),), ((1, 5, 1),), ((3, 2, 7),)]),
     "empty_reshapes": (empty_reshapes, [((0, 5, 6), (0, 5, 3)), ((0, 2, 4), (0, 2, 7)), ((0, 9, 2), (0, 9, 5))]),
 }
 
@@ -192,3 +204,14 @@ def test_every_case_cross_compiles_for_cuda(name):
         assert compile_to_vmfb(graph, backend="iree-cuda")[:8]
     finally:
         tp.compiler.reset()
+
+
+@pytest.mark.iree
+def test_bool_arithmetic_reduced_and_kept_compiles_at_realistic_sizes():
+    # static sizes: the same dispatch "exceeded stack allocation limit of 32768 bytes" at
+    # 64x96x40 elements before the fence
+    x = tp.tensor(_arr((64, 96, 40), 3))
+    compiled = tp.compile(bool_arithmetic_reduced_and_kept)
+    for g, w in zip(compiled(x), bool_arithmetic_reduced_and_kept(x)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
