@@ -153,6 +153,8 @@ class Entry:
         self.training: Differentiated | None = None
         self._grad_node: Any = None
         self.grad_writebacks: list[tuple[weakref.ref, int | None]] = []
+        #: Python run after the program on every call but the first (its trace ran it)
+        self.deferred: list[tuple[Callable[..., Any], tuple]] = []
         #: input positions whose buffers the program writes its new values into (the state a
         #: compiled step updates in place: see backends/donation.py)
         self.donated: tuple[int, ...] = ()
@@ -168,6 +170,7 @@ class Entry:
         return None
 
     def run(self, leaves: list[Any], arrays: list[np.ndarray] | None = None) -> Any:
+        first_call = arrays is not None
         if arrays is None:
             arrays = [b.fetch(leaves) for b in self.bindings]
             for i in self.donated:  # state the program updates in place: give up its buffer
@@ -192,6 +195,9 @@ class Entry:
             if obj is not None:
                 obj.grad = None if k is None else Tensor._wrap(outs[k] if type(outs[k]) is DeviceArray
                                                                 else np.asarray(outs[k]))
+        if not first_call:
+            for fn, args in self.deferred:  # (a schedule's step after the optimizer's)
+                fn(*args)
         if self.out_tree is pytree.LEAF and len(self.out_spec) == 1 and self.out_spec[0][0] == "new":
             out = outs[self.out_spec[0][1]]  # (one new tensor: the usual result)
             t = Tensor._wrap(out if type(out) is DeviceArray else np.asarray(out))
@@ -784,6 +790,7 @@ class CompiledFunction:
         entry.graph = graph
         entry.out_tree, entry.out_spec, entry.writebacks = trace.out_tree, trace.out_spec, trace.writebacks
         entry.grad_writebacks = [(weakref.ref(t), k) for t, k in trace.grad_writebacks]
+        entry.deferred = trace.deferred
         scope = tracedir.current()
         start = time.perf_counter()
         if graph.nodes:

@@ -15,16 +15,24 @@ __all__ = ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR", "LinearLR",
 
 
 def _under_capture(sched: Any, method: str, args: tuple) -> bool:
-    """Inside a compiled function a schedule's step runs eagerly at a graph break: it changes
-    the optimizer's Python state (each group's lr), which a compiled graph cannot replay."""
+    """Inside a compiled function a schedule's step changes the optimizer's Python state (each
+    group's lr), which the compiled optimizer step reads as an input on every call: a trace
+    runs it now and after the program on each later call; where the optimizer steps after it
+    in the same call, or in segments, it runs eagerly at a graph break."""
     from .. import _dispatch
 
     handler = _dispatch.current_handler()
-    if handler is None or not hasattr(handler, "run_eagerly"):
+    if handler is None:
         return False
     bound = getattr(type(sched), method)
-    handler.run_eagerly(bound, (sched, *args), {}, f"{type(sched).__name__}.{method}() (changes the "
-                        f"optimizer's learning rates; call it outside the compiled step)")
+    reason = (f"{type(sched).__name__}.{method}() (changes the optimizer's learning rates; call it after "
+              f"opt.step() or outside the compiled step)")
+    if hasattr(handler, "run_after_program"):
+        handler.run_after_program(bound, (sched, *args), reason)
+    elif hasattr(handler, "run_eagerly"):
+        handler.run_eagerly(bound, (sched, *args), {}, reason)
+    else:
+        return False
     return True
 
 

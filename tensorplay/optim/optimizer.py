@@ -197,7 +197,8 @@ class StepValues:
         key = (id(group), p.dtype)
         if key not in self._lr:
             i = next(k for k, g in enumerate(self.opt.param_groups) if g is group)
-            self._lr[key] = self.capture.input_from(lambda: group["lr"], f"param_groups[{i}]['lr']", p.dtype)
+            self._lr[key] = self.capture.input_from(lambda: group["lr"], f"param_groups[{i}]['lr']", p.dtype,
+                                                        scheduled=True)
         return self._lr[key]
 
     def grad(self, p: Tensor, maximize: bool) -> Tensor:

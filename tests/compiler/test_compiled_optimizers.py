@@ -95,35 +95,43 @@ def test_the_learning_rate_and_gradients_are_inputs_of_the_compiled_step():
                    for n in entry.graph.nodes)
 
 
-def _whole(make, compiled: bool, steps: int = 6, order: str = "after", schedule_inside: bool = False):
+def _whole(make, compiled: bool, steps: int = 6, order: str = "after", schedule: str = "outside",
+           fullgraph: bool = False):
+    """Train ``steps`` steps; ``schedule``: where the schedule steps (outside the compiled
+    step, or inside it: "end", "after_step" (before a zero_grad at the end), "first")."""
     net = _net()
     opt = make(net.parameters())
     sched = tp.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     rng = np.random.default_rng(2)
 
     def train_step(x, y):
+        if schedule == "first":
+            sched.step()
         if order == "before":
             opt.zero_grad()
         loss = F.cross_entropy(net(x), y)
         loss.backward()
         tp.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
         opt.step()
+        if schedule == "after_step":
+            sched.step()
         if order == "after":
             opt.zero_grad()
-        if schedule_inside:
+        if schedule == "end":
             sched.step()
         return loss
 
-    run = tp.compile(train_step) if compiled else train_step
-    losses, grads = [], []
+    run = tp.compile(train_step, fullgraph=fullgraph) if compiled else train_step
+    losses, grads, lrs = [], [], []
     for _ in range(steps):
         x = tp.tensor(rng.standard_normal((10, 6)).astype(np.float32))
         y = tp.tensor(rng.integers(0, 3, 10))
         losses.append(float(run(x, y)))
         grads.append([None if p.grad is None else p.grad.numpy().copy() for p in net.parameters()])
-        if not schedule_inside:
+        if schedule == "outside":
             sched.step()
-    return losses, grads, [p.detach().numpy().copy() for p in net.parameters()], run
+        lrs.append(opt.param_groups[0]["lr"])
+    return losses, grads, [p.detach().numpy().copy() for p in net.parameters()], run, lrs
 
 
 @pytest.mark.parametrize("name,order", [("adamw", "after"), ("sgd-nesterov", "before"), ("rmsprop", "after")])
@@ -144,24 +152,32 @@ def test_a_whole_training_step_compiles_once_into_one_program_and_equals_eager(n
     assert entry.training is None and not any(n.callee for n in entry.graph.nodes)
 
 
-def test_a_schedule_stepped_inside_the_compiled_step_runs_eagerly_at_a_break():
-    want = _whole(OPTIMIZERS["adamw"], False, schedule_inside=True)
-    got = _whole(OPTIMIZERS["adamw"], True, schedule_inside=True)
+@pytest.mark.parametrize("schedule,order", [("end", "after"), ("after_step", "after"), ("end", "before")])
+def test_a_schedule_stepped_after_the_optimizer_inside_the_step_compiles_into_the_one_program(schedule, order):
+    # the trace runs the schedule's step; every later call runs it after the program, whose
+    # learning rate is an input read at the start of the next call
+    want = _whole(OPTIMIZERS["adamw"], False, schedule=schedule, order=order)
+    got = _whole(OPTIMIZERS["adamw"], True, schedule=schedule, order=order, fullgraph=True)
+    assert got[4] == want[4] == [0.01, 0.005, 0.005, 0.0025, 0.0025, 0.00125]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    run = got[3]
+    assert run.compile_count == 1 and run.cache_info()["graph_entries"] == 1
+
+
+def test_a_schedule_stepped_before_the_optimizer_inside_the_step_breaks_the_graph():
+    # the optimizer then reads the learning rate the schedule set in the same call: the
+    # program cannot read it at the start of the call, so the step runs in segments
+    want = _whole(OPTIMIZERS["adamw"], False, schedule="first")
+    got = _whole(OPTIMIZERS["adamw"], True, schedule="first")
+    assert got[4] == want[4]
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
     for a, b in zip(got[2], want[2]):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
     assert got[3].cache_info()["segmented_entries"] == 1
-    with pytest.raises(tp.compiler.GraphCaptureError, match=r"StepLR.step\(\)"):
-        net = _net()
-        opt = tp.optim.SGD(net.parameters(), lr=0.1)
-        sched = tp.optim.lr_scheduler.StepLR(opt, step_size=2)
-
-        def step(x):
-            net(x).sum().backward()
-            opt.step()
-            sched.step()
-
-        tp.compile(step, fullgraph=True)(tp.randn(2, 6))
+    with pytest.raises(tp.compiler.GraphCaptureError, match=r"param_groups\[0\]\['lr'\] is read after"):
+        _whole(OPTIMIZERS["adamw"], True, schedule="first", fullgraph=True)
 
 
 def test_a_compiled_zero_grad_clears_the_gradients_on_every_call():

@@ -299,6 +299,9 @@ class TraceResult:
     training: Any = None
     #: (tensor, output index or None): the .grad a backward() inside the trace left on each
     grad_writebacks: list[tuple[Any, int | None]] = field(default_factory=list)
+    #: (function, args): Python the trace ran that later calls run after the program (a
+    #: schedule's step(): see Capture.run_after_program)
+    deferred: list[tuple[Callable[..., Any], tuple]] = field(default_factory=list)
 
 
 class Capture:
@@ -320,6 +323,8 @@ class Capture:
         self.segment_sources: dict[int, list[Any]] | None = {} if tracedir.current() is not None else None
         self.guards: list[tuple[str, Callable[[], bool]]] = []
         self.read_guard: ReadGuard | None = None
+        #: calls that later calls of the traced graph make after running it (run_after_program)
+        self.deferred: list[tuple[Callable[..., Any], tuple]] = []
         self._active_recorder: ReadRecorder | None = None
         self._atomic: list[str] = []
         self._regions: list[Any] = []  # regions._RegionFrame, innermost last
@@ -361,6 +366,9 @@ class Capture:
             raise self._break_error(info)
         self._flush()
         self.timeline.append(info)
+        # from here the function's Python runs on every call (segments): what was deferred
+        # ran in this call already, and runs in Python on the later ones
+        self.deferred.clear()
 
     def run_eagerly(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                     reason: str) -> Any:
@@ -368,6 +376,20 @@ class Capture:
         self.graph_break(reason)
         with suspended():
             return fn(*args, **(kwargs or {}))
+
+    def run_after_program(self, fn: Callable[..., Any], args: Sequence[Any], reason: str) -> Any:
+        """Python that changes only Python state which the graph reads afresh on every call
+        through :meth:`input_from` with ``scheduled=True`` (a schedule's ``step()`` setting each
+        group's ``lr``). In a trace it runs now, and each later call of the graph runs it after
+        the program, as eagerly it runs after the ops before it; a scheduled read later in the
+        same trace breaks the graph (the program would read the value from before the call).
+        Elsewhere (segments, nested regions, export) it runs eagerly at a graph break."""
+        if self.mode != TRACE or self._regions or self._atomic or self.exporting:
+            return self.run_eagerly(fn, args, {}, reason)
+        with suspended():
+            result = fn(*args)
+        self.deferred.append((fn, tuple(args)))
+        return result
 
     def call_atomic(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                     name: str) -> Any:
@@ -397,15 +419,19 @@ class Capture:
             if tracedir.current() is not None:
                 self.guard_sites.append(user_loc(2))
 
-    def input_from(self, getter: Callable[[], Any], what: str, dtype: Any = None) -> Any:
+    def input_from(self, getter: Callable[[], Any], what: str, dtype: Any = None, scheduled: bool = False) -> Any:
         """A graph input that later calls read through ``getter`` (a tensor, or a Python
         number as a 0-d tensor of ``dtype``): what library code reads from its own state
         afresh each call, so no value of this call is baked in (an optimizer's learning
         rate and the gradients its parameters hold). The caller guards what the getter
         relies on (``add_guard``). Outside a trace (lazy segments run Python every call) it
-        is the value itself."""
+        is the value itself. ``scheduled``: state that a deferred call changes (see
+        :meth:`run_after_program`)."""
         from ... import ops
 
+        if scheduled and self.deferred and self.mode == TRACE:
+            self.graph_break(f"{what} is read after a call that changes it ran in this call "
+                             f"(a schedule's step() before the optimizer's)")
         value = getter()
         if not isinstance(value, Tensor):
             value = ops.creation.tensor(value, dtype=dtype)
@@ -1341,7 +1367,7 @@ class Capture:
         if self.read_guard is not None and len(self.read_guard):
             guards.append(("Python values the trace read", self.read_guard))
         return TraceResult(graph, bindings, out_tree, spec, writebacks, guards, shape_guard,
-                           self.shape_env, training, grad_writebacks)
+                           self.shape_env, training, grad_writebacks, list(self.deferred))
 
     def _break_error(self, info: BreakInfo) -> GraphCaptureError:
         where = f" at {info.loc}" if info.loc is not None else ""
