@@ -6,15 +6,11 @@ import pytest
 
 # Compiled artifacts of a test run go to a cache of that run, not the user's
 # (~/.cache/tensorplay): tests see a cold cache, and a run leaves nothing behind. A test
-# process shares it, so two tests compiling the same graph compile it once; each pytest-xdist
-# worker has its own (they inherit the main process's environment, so the cache this file
-# made there is recognized and replaced). Set TENSORPLAY_CACHE_DIR to keep artifacts across
-# runs (then shared by every worker).
-_made = os.environ.get("TENSORPLAY_TEST_CACHE_DIR")
-if "TENSORPLAY_CACHE_DIR" not in os.environ or (_made and os.environ["TENSORPLAY_CACHE_DIR"] == _made
-                                                and os.environ.get("PYTEST_XDIST_WORKER")):
-    _cache = tempfile.TemporaryDirectory(prefix=f"tensorplay-test-cache-{os.environ.get('PYTEST_XDIST_WORKER', '')}")
-    os.environ["TENSORPLAY_CACHE_DIR"] = os.environ["TENSORPLAY_TEST_CACHE_DIR"] = _cache.name
+# session shares it, so two tests compiling the same graph compile it once. Set
+# TENSORPLAY_CACHE_DIR to keep artifacts across runs.
+if "TENSORPLAY_CACHE_DIR" not in os.environ:
+    _cache = tempfile.TemporaryDirectory(prefix="tensorplay-test-cache-")
+    os.environ["TENSORPLAY_CACHE_DIR"] = _cache.name
 
 # Automatic dynamic decisions are remembered in the cache between processes; tests that count
 # captures must not depend on what an earlier test (or run, with a kept cache) decided, so the
