@@ -176,4 +176,27 @@ def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
         tp.compiler.reset()
 
 
+
+@pytest.mark.iree
+@pytest.mark.parametrize("reduce", ["sum", "amin", "mean"])
+def test_a_whole_half_reduction_returned_and_cast_back_compiles(reduce):
+    # program fuzzer seed 0, 2552: a float16 reduction over every element accumulates in
+    # float32 and is rounded to float16; returned as it is and cast back to float32, IREE 3.13
+    # rejected it ("'iree_tensor_ext.compute_barrier.end' op value and result types must
+    # match"), and in a segment the call failed at run time (a 4-byte view of a 2-byte buffer)
+    def f(x):
+        s = getattr(x.reshape(2, 6), reduce)()
+        f32 = s.float()
+        return s, f32, tp.where(s > 0, f32, s)
+
+    x = tp.tensor((np.arange(12, dtype=np.float32).reshape(2, 1, 3, 2) - 5) / 4).half()
+    tp.compiler.reset()
+    try:
+        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    finally:
+        tp.compiler.reset()
+
+
 del ml_dtypes, tolerance

@@ -150,6 +150,12 @@ def _rounded(ctx: LowerCtx, value: ir.Value, dims: Sequence[int], work: dt.DType
         rt = _reduced_type(t, dims, work)
         f = fn or (lambda v: v)
         value = elementwise([(value, rt)], rt.with_dtype(out.dtype), lambda a: cast_scalar(f(a[0]), work, out.dtype))
+        if rt.rank == 0 and work is not out.dtype:
+            # IREE 3.13 rejects a whole-tensor reduction rounded to a narrower dtype whose 0-d
+            # result is returned and also cast back ("'iree_tensor_ext.compute_barrier.end' op
+            # value and result types must match": `s = x.half().sum(); return s, s.float()`):
+            # the rounded scalar leaves its dispatch through a fence
+            value = fence(value)[0]
     return _keepdim(value, t, dims, out, x)
 
 
