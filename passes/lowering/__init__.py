@@ -139,6 +139,7 @@ class ConvertTpToLinalg(Pass):
                 _fence(fn, _product_partly_broadcast_into_reduction)
                 _fence(fn, _splat_into_reduction)
                 _fence(fn, _reduced_and_kept_from_bools)
+                _fence(fn, _reduced_into_both_sides_of_a_product)
                 if not self.fuse_outer_reductions:
                     _fence(fn, _outer_reduction)
                 if not self.fuse_wide_inner_reductions:
@@ -204,6 +205,11 @@ class ConvertTpToLinalg(Pass):
         fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(inputs, results))
 
 
+def _user(use: Any) -> ir.Operation:
+    """The operation that holds an operand use."""
+    return use.owner.operation if hasattr(use.owner, "operation") else use.owner
+
+
 def _is_reduction(op: ir.Operation) -> list[bool] | None:
     """For a ``linalg.generic``, which of its iterators are reductions; else None."""
     if op.name != "linalg.generic":
@@ -227,7 +233,7 @@ def _gather_into_reduction(op: ir.Operation) -> bool:
     while stack and len(seen) < 64:
         for result in stack.pop().results:
             for use in result.uses:
-                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                user = _user(use)
                 if user.name not in ("linalg.generic", "tensor.expand_shape", "tensor.collapse_shape"):
                     continue
                 iterators = _is_reduction(user)
@@ -254,7 +260,7 @@ def _product_partly_broadcast_into_reduction(op: ir.Operation) -> bool:
     for k, result in enumerate(op.results):
         out = _map_dims(maps[n_in + k])  # result dim -> this op's loop dim
         for use in result.uses:
-            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            user = _user(use)
             reduced_loops = _is_reduction(user)
             if not reduced_loops or not any(reduced_loops):
                 continue
@@ -303,7 +309,7 @@ def _splat_into_reduction(op: ir.Operation) -> bool:
     while stack and seen < 32:
         for result in stack.pop().results:
             for use in result.uses:
-                user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+                user = _user(use)
                 seen += 1
                 if user.name in ("tensor.expand_shape", "tensor.collapse_shape"):
                     stack.append(user)
@@ -329,7 +335,7 @@ def _reduced_and_kept_from_bools(op: ir.Operation) -> bool:
         return False
     reduced = kept = False
     for use in op.results[0].uses:
-        user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+        user = _user(use)
         iterators = _is_reduction(user)
         if iterators and any(iterators):
             reduced = True
@@ -358,6 +364,30 @@ def _reads_bools(op: ir.Operation, depth: int) -> bool:
     return False
 
 
+_CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
+
+
+def _reduced_into_both_sides_of_a_product(op: ir.Operation) -> bool:
+    """A reduction whose result (or a reshape of it) is both operands of one product
+    (``s @ s.T`` for ``s = x.sum(1, keepdim=True)``, a Gram matrix of reduced rows). IREE 3.13
+    fused the reduction into the product and read it at one index for both: the product
+    came out with only its diagonal (program fuzzer seed 0, 2746; static shapes too, every
+    dtype). Apart, the product reads the reduced tensor."""
+    iterators = _is_reduction(op)
+    if not iterators or not any(iterators):
+        return False
+    made = list(op.results)
+    for value in made:  # grows with the reshapes of the result
+        for use in value.uses:
+            user = _user(use)
+            if user.name in ("tensor.expand_shape", "tensor.collapse_shape"):
+                made.extend(user.results)
+            elif user.name in _CONTRACTIONS:
+                if sum(any(operand == m for m in made) for operand in list(user.operands)[:2]) == 2:
+                    return True
+    return False
+
+
 def _outer_reduction(op: ir.Operation) -> bool:
     """A reduction whose reduction dims are not all after its parallel dims."""
     reduction = _is_reduction(op)
@@ -371,7 +401,7 @@ def _into_wide_inner_reduction(op: ir.Operation) -> bool:
         return False
     for result in op.results:
         for use in result.uses:
-            user = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            user = _user(use)
             iterators = _is_reduction(user)
             if not iterators or not iterators[-1] or not user.results:
                 continue
@@ -467,8 +497,8 @@ def _read_through_two_maps(op: ir.Operation) -> bool:
 
 
 def _fence(fn: ir.Operation, fenced: Callable[[ir.Operation], bool]) -> None:
-    """Put ``util.optimization_barrier`` on the results of each op that ``fenced`` selects,
-    so IREE does not fuse it with its consumers."""
+    """Put a :func:`fence` on the results of each op that ``fenced`` selects, so IREE does
+    not fuse it with its consumers."""
     chosen: list[ir.Operation] = []
 
     def visit(op: ir.Operation) -> ir.WalkResult:

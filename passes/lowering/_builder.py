@@ -115,21 +115,34 @@ def _narrow_i64(dtype: dt.DType) -> bool:
 
 
 def int_div(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
-    """Truncating signed integer division (``arith.divsi``, or shift-and-subtract for int64
-    on a target without 64-bit division)."""
-    return divrem_i64_narrow(a, b)[0] if _narrow_i64(dtype) else arith.DivSIOp(a, b).result
+    """Truncating integer division of :func:`int_divrem`."""
+    return int_divrem(a, b, dtype)[0]
 
 
 def int_rem(a: ir.Value, b: ir.Value, dtype: dt.DType) -> ir.Value:
     """The remainder of :func:`int_div` (sign of ``a``)."""
-    return divrem_i64_narrow(a, b)[1] if _narrow_i64(dtype) else arith.RemSIOp(a, b).result
+    return int_divrem(a, b, dtype)[1]
 
 
 def int_divrem(a: ir.Value, b: ir.Value, dtype: dt.DType) -> tuple[ir.Value, ir.Value]:
-    """:func:`int_div` and :func:`int_rem` together (one shift-and-subtract where it is used)."""
+    """Truncating integer division and its remainder, defined for every pair: unsigned
+    types divide unsigned; ``MIN / -1`` wraps to ``MIN`` (remainder 0) as in eager; a zero
+    divisor, where eager raises, gives ``(a, 0)`` here (unspecified in the docs: the int64
+    shift-and-subtract gives others). ``arith.divsi``/``remsi`` on a zero divisor
+    or on ``MIN / -1`` is undefined and traps on x86 (SIGFPE, which ends the process), also
+    in the padding lanes that a vectorized dynamic-shape loop computes and then drops. int64
+    on a target without 64-bit division goes by shift-and-subtract, which never traps."""
     if _narrow_i64(dtype):
         return divrem_i64_narrow(a, b)
-    return arith.DivSIOp(a, b).result, arith.RemSIOp(a, b).result
+    zero, one = const_scalar(0, dtype), const_scalar(1, dtype)
+    unsafe = arith.CmpIOp(_I.eq, b, zero).result
+    if dtype.is_bool or not dtype.is_signed:
+        safe = arith.SelectOp(unsafe, one, b).result
+        return arith.DivUIOp(a, safe).result, arith.RemUIOp(a, safe).result
+    minus_one = arith.CmpIOp(_I.eq, b, const_scalar(-1, dtype)).result
+    safe = arith.SelectOp(arith.OrIOp(unsafe, minus_one).result, one, b).result
+    q = arith.SelectOp(minus_one, arith.SubIOp(zero, a).result, arith.DivSIOp(a, safe).result).result
+    return q, arith.RemSIOp(a, safe).result
 
 
 def arith_op(d: dt.DType, fop: Any, iop: Any, bop: Any = None) -> Any:
@@ -409,15 +422,17 @@ def _dynamic_sizes(out: TensorType, operands: Sequence[tuple[ir.Value, TensorTyp
 
 def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType,
                 body: Callable[[list[ir.Value]], ir.Value], *,
-                sym_in: Sequence[TensorType | None] | None = None, sym_out: TensorType | None = None) -> ir.Value:
+                sym_in: Sequence[TensorType | None] | None = None, sym_out: TensorType | None = None,
+                sizes: Sequence[Any] | None = None) -> ir.Value:
     """A parallel ``linalg.generic`` over ``out``'s shape reading broadcast operands;
     ``body`` maps the operands' scalars to the result scalar (of ``out``'s dtype).
     ``sym_in`` / ``sym_out`` are the symbolic types where the function has them: a dynamic
     operand size that may be a run-time 1 (see :func:`_stretched`) is read at index 0 or i,
-    chosen at run time with ``tensor.extract``; every other operand through its indexing map."""
+    chosen at run time with ``tensor.extract``; every other operand through its indexing map.
+    ``sizes`` are the result's, where the operands alone do not give them."""
     stretched = _stretched(operands, out, sym_in, sym_out)
     operands = [(unfused_strided_slice(v), t) if dims else (v, t) for (v, t), dims in zip(operands, stretched)]
-    init = empty(_dynamic_sizes(out, operands, stretched), out.dtype)
+    init = empty(list(sizes) if sizes is not None else _dynamic_sizes(out, operands, stretched), out.dtype)
     mapped = [n for n, dims in enumerate(stretched) if not dims]
     ins = [(operands[n][0], broadcast_map(operands[n][1].shape, out.rank, out.shape)) for n in mapped]
     sizes = {(n, j): dim_value(operands[n][0], j) for n, dims in enumerate(stretched) for j in dims}

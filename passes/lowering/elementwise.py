@@ -59,7 +59,9 @@ def _fmod_value(a, b, d):
 
 def _int_floor_adjust(q, r, b, d):
     """Python-style rounding for signed integers: the floored quotient and remainder from
-    the truncated ones."""
+    the truncated ones (the same for unsigned ones)."""
+    if d.is_bool or not d.is_signed:
+        return q, r
     zero = const_scalar(0, d)
     r_nonzero = arith.CmpIOp(_I.ne, r, zero).result
     signs_differ = arith.XOrIOp(arith.CmpIOp(_I.slt, r, zero).result, arith.CmpIOp(_I.slt, b, zero).result).result
@@ -210,6 +212,8 @@ def _sign(args, d, attrs):
         neg = arith.CmpFOp(_F.OLT, x, zero).result
         s = arith.SelectOp(pos, one, arith.SelectOp(neg, minus, zero).result).result
         return arith.SelectOp(arith.CmpFOp(_F.UNO, x, x).result, x, s).result
+    if not d.is_signed:
+        return arith.SelectOp(arith.CmpIOp(_I.ne, x, zero).result, one, zero).result
     pos = arith.CmpIOp(_I.sgt, x, zero).result
     neg = arith.CmpIOp(_I.slt, x, zero).result
     return arith.SelectOp(pos, one, arith.SelectOp(neg, minus, zero).result).result
@@ -243,7 +247,7 @@ def _relu(args, d, attrs):
     if _float(d):
         keep = arith.OrIOp(arith.CmpFOp(_F.OGT, x, zero).result, arith.CmpFOp(_F.UNO, x, x).result).result
         return arith.SelectOp(keep, x, zero).result
-    return arith.MaxSIOp(x, zero).result
+    return scalar_extremum(x, zero, d, largest=True)
 
 
 def _gelu(args, d, attrs):
@@ -291,9 +295,9 @@ def _clamp(args, d, attrs):
             x = arith.MinimumFOp(x, const_scalar(hi, d)).result
         return x
     if lo is not None:
-        x = arith.MaxSIOp(x, const_scalar(lo, d)).result
+        x = scalar_extremum(x, const_scalar(lo, d), d, largest=True)
     if hi is not None:
-        x = arith.MinSIOp(x, const_scalar(hi, d)).result
+        x = scalar_extremum(x, const_scalar(hi, d), d, largest=False)
     return x
 
 

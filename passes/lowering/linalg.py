@@ -17,8 +17,8 @@ from ...dialects.ir import arith, ir, linalg, tensor
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, _map_dims, lowers
-from ._builder import (broadcast_map, cast_scalar, collapse, const_scalar, dim_map, elementwise, empty, expand,
-                       filled, match_type, parallel, size_scalar, unit_groups)
+from ._builder import (_dynamic_sizes, _stretched, broadcast_map, cast_scalar, collapse, const_scalar, dim_map,
+                       elementwise, empty, expand, filled, match_type, parallel, size_scalar, unit_groups)
 from ._sizes import Size, as_index, dim_value, has_static_zero, index_const, product, sizes_of
 
 
@@ -52,6 +52,37 @@ def _result_batch(out: TensorType, a_sizes: list[Size], b_sizes: list[Size], nb:
                 found = sizes[k]
                 break
         batch.append(1 if found is None else found)
+    return batch
+
+
+def _stretch_batches(ctx: LowerCtx, operands: list[tuple[ir.Value, TensorType]],
+                     sizes: list[list[Size]], nb: int) -> list[Size] | None:
+    """With symbolic shapes, the batch sizes of the result when an operand's dynamic batch
+    size has another expression than the result's (``x[:(s0 + 1) // 2] @ x``: 1 or the
+    result's size by a guard of the capture, and only the run time knows which), with such
+    operands broadcast to them in place (``operands`` and ``sizes`` updated); None when
+    there are none."""
+    sym_in, sym_out = ctx.sym_inputs(), ctx.sym_output()
+    if sym_in is None or sym_out is None or any(t.rank < 3 for _, t in operands):
+        return None
+
+    def batch_of(t: TensorType | None, rank: int) -> TensorType | None:
+        return None if t is None else TensorType(tuple(t.shape[:rank]), t.dtype)
+
+    heads = [(v, batch_of(t, t.rank - 2)) for v, t in operands]
+    out_head = batch_of(ctx.out_types[0], nb)
+    stretched = _stretched(heads, out_head, [batch_of(t, t.rank - 2) for t in sym_in], batch_of(sym_out, nb))
+    if not any(stretched):
+        return None
+    batch = _dynamic_sizes(out_head, heads, stretched)
+    for n, ((value, t), dims) in enumerate(zip(operands, stretched)):
+        if not dims:
+            continue
+        full = TensorType(tuple(out_head.shape) + tuple(t.shape[-2:]), t.dtype)
+        sym_full = TensorType(tuple(sym_out.shape[:nb]) + tuple(sym_in[n].shape[-2:]), t.dtype)
+        sizes[n] = batch + sizes[n][-2:]
+        operands[n] = (elementwise([(value, t)], full, lambda args: args[0], sym_in=[sym_in[n]],
+                                   sym_out=sym_full, sizes=sizes[n]), full)
     return batch
 
 
@@ -153,7 +184,13 @@ def _matmul(ctx: LowerCtx) -> list[ir.Value]:
         b_sizes = b_sizes + [1]
         b = expand(b, [[0, 1]], b_sizes)
     nb = max(len(a_sizes), len(b_sizes)) - 2
-    batch = _result_batch(out, a_sizes, b_sizes, nb)
+    operands, sizes = [(a, ta), (b, tb)], [a_sizes, b_sizes]
+    batch = _stretch_batches(ctx, operands, sizes, nb)
+    if batch is None:
+        batch = _result_batch(out, a_sizes, b_sizes, nb)
+    else:
+        (a, ta), (b, tb) = operands
+        a_sizes, b_sizes = sizes
     m, n = a_sizes[-2], b_sizes[-1]
     drop = ({nb} if ta.rank == 1 else set()) | ({nb + 1} if tb.rank == 1 else set())
     splats = _splat(a), _splat(b)

@@ -123,6 +123,24 @@ def bool_arithmetic_reduced_and_kept(x):
     return v.amax(), v[1:], w.amax(0), w
 
 
+def remainder_of_a_slice_kept(x):
+    # an integer remainder of a symbolic slice by a broadcast divisor that is never zero:
+    # IREE 3.13 vectorized the dynamic loop and divided in padding lanes too, whose zero
+    # divisors trapped (SIGFPE ended the process; program fuzzer seed 0, 2590); the lowering
+    # divides by a divisor made safe (int_divrem in passes/lowering/_builder.py)
+    v = (x > 0) * -1
+    return v, tp.remainder(v[:, :, -2:], v + 2), v[:, :, -2:] // (v - 1)
+
+
+def product_of_a_half_batch(x):
+    # the first half of the batch (1 at these sizes, by a guard) times all of it: the product
+    # took its batch size from the half and returned one matrix where eager broadcasts to s0
+    # (program fuzzer seed 0, 4260); a batch size that is 1 or the result's only at run time
+    # is broadcast like an elementwise operand (_stretch_batches in passes/lowering/linalg.py)
+    h = tp.chunk(x, 2, dim=0)[0]
+    return h @ x.transpose(-2, -1), x @ h.transpose(-2, -1)
+
+
 CASES = {
     "shapes_and_views": (shapes_and_views, [((2, 6, 3), (3,)), ((1, 1, 3), (3,)), ((4, 9, 3), (3,))]),
     "sizes_as_values": (sizes_as_values, [((2, 6, 3), (3,)), ((3, 1, 3), (3,)), ((1, 7, 3), (3,))]),
@@ -136,6 +154,8 @@ CASES = {
     "splat_products": (splat_products, [((2, 3, 4), (4, 5)), ((1, 1, 2), (2, 7)), ((3, 5, 6), (6, 1))]),
     "concatenated_arg_extrema": (concatenated_arg_extrema, [((2, 1, 3, 1),), ((3, 4, 2, 5),), ((1, 2, 6, 2),)]),
     "bool_arithmetic_reduced_and_kept": (bool_arithmetic_reduced_and_kept, [((4, 3, 2),), ((1, 5, 1),), ((3, 2, 7),)]),
+    "remainder_of_a_slice_kept": (remainder_of_a_slice_kept, [((5, 4, 2),), ((2, 3, 2),), ((3, 9, 2),)]),
+    "product_of_a_half_batch": (product_of_a_half_batch, [((2, 2, 3, 1),), ((2, 3, 2, 1),), ((2, 4, 5, 2),)]),
     "empty_reshapes": (empty_reshapes, [((0, 5, 6), (0, 5, 3)), ((0, 2, 4), (0, 2, 7)), ((0, 9, 2), (0, 9, 5))]),
 }
 
@@ -157,8 +177,21 @@ def case(request, backend):
     tp.compiler.reset()
 
 
-def test_one_compile_runs_every_size_like_eager(case):
+#: (case, backend) pairs that give wrong results today, each with what is known; strict, so
+#: a fix shows up as an unexpected pass
+KNOWN_WRONG = {
+    ("remainder_of_a_slice_kept", "iree-vulkan"):
+        "IREE 3.13 for Vulkan: the floor division's int64 result is INT64_MIN where it should be 0 "
+        "when it shares its dispatch with the remainder (each alone is right; both go by "
+        "shift-and-subtract there, the target lacking 64-bit division); docs/backends.md",
+}
+
+
+def test_one_compile_runs_every_size_like_eager(case, request):
     fn, shapes, compiled = case
+    known = KNOWN_WRONG.get((request.node.callspec.params["case"], request.node.callspec.params["backend"]))
+    if known:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=known))
     for k, arg_shapes in enumerate(shapes):
         args = [tp.tensor(_arr(s, 10 * k + i)) for i, s in enumerate(arg_shapes)]
         got, want = compiled(*args), fn(*args)

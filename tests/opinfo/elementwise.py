@@ -225,6 +225,23 @@ OPS = [
            _unary_samples()),
     OpInfo("leaky_relu", lambda lib, a: lib.nn.functional.leaky_relu(a, 0.2),
            lambda a: np.where(_f(a) > 0, _f(a), 0.2 * _f(a)), _unary_samples()),
+    # uint8 over its whole range: values of 128 and above read as negative by a signed
+    # instruction (a divsi, a maxsi, a slt) give wrong results only there
+    _bin("floor_divide_uint8", lambda lib, a, b: a // b, lambda a, b: np.floor(_f(a) / _f(b)),
+         dtypes=(tp.uint8,), low=0, high=256, rhs_low=1),
+    _bin("div_trunc_uint8", lambda lib, a, b: lib.div(a, b, rounding_mode="trunc"),
+         lambda a, b: np.trunc(_f(a) / _f(b)), dtypes=(tp.uint8,), low=0, high=256, rhs_low=1),
+    _bin("remainder_uint8", lambda lib, a, b: a % b, lambda a, b: np.mod(_f(a), _f(b)),
+         dtypes=(tp.uint8,), low=0, high=256, rhs_low=1),
+    _bin("fmod_uint8", lambda lib, a, b: lib.fmod(a, b), lambda a, b: np.fmod(_f(a), _f(b)),
+         dtypes=(tp.uint8,), low=0, high=256, rhs_low=1),
+    _bin("maximum_uint8", lambda lib, a, b: lib.maximum(a, b), lambda a, b: np.maximum(_f(a), _f(b)),
+         dtypes=(tp.uint8,), low=0, high=256),
+    _bin("lt_uint8", lambda lib, a, b: a < b, lambda a, b: _f(a) < _f(b), dtypes=(tp.uint8,), low=0, high=256),
+    _un("sign_uint8", lambda lib, a: lib.sign(a), lambda a: np.sign(_f(a)), dtypes=(tp.uint8,), low=0, high=256),
+    _un("relu_uint8", lambda lib, a: lib.relu(a), lambda a: _f(a), dtypes=(tp.uint8,), low=0, high=256),
+    _un("clamp_uint8", lambda lib, a: lib.clamp(a, 50, 200), lambda a: np.clip(_f(a), 50, 200),
+        dtypes=(tp.uint8,), low=0, high=256),
 ]
 
 ERRORS = [
