@@ -176,6 +176,26 @@ def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
         tp.compiler.reset()
 
 
+@pytest.mark.iree
+@pytest.mark.parametrize("dtype", [tp.bool, tp.float32])
+def test_a_one_element_slice_reshaped_to_more_dims_is_returned_and_reduced(dtype):
+    # program fuzzer seed 0, 2077: the first of three elements, returned and reshaped to
+    # (1, 1, 1, 1), returned again and averaged; IREE 3.13 folded the reshape into a slice of
+    # more dims than its source ("expected rank to be smaller or equal to the other rank")
+    def f(x):
+        head = x.to(dtype).chunk(3, -1)[0]
+        four = head.reshape(-1, 1, 1, 1)
+        return head, four, four.float().mean(), head.reshape(1, 1, 1) + 1
+
+    x = tp.tensor(np.array([3, 0, -2], dtype=np.int32))
+    tp.compiler.reset()
+    try:
+        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    finally:
+        tp.compiler.reset()
+
 
 @pytest.mark.iree
 @pytest.mark.parametrize("reduce", ["sum", "amin", "mean"])

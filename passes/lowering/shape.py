@@ -58,6 +58,13 @@ def reshape(value: ir.Value, src: TensorType, dst: TensorType,
     ``sizes`` gives the result sizes where known (run-time values of symbolic sizes)."""
     if src.shape == dst.shape and src.has_static_shape:
         return value
+    if dst.has_static_shape and dst.rank > 1 and _read_from_fewer_dims(value, dst.rank):
+        # IREE 3.13 folds the unit dims added to a one-element read of a tensor of lower
+        # rank into an extract_slice of more dims than its source, which it then rejects
+        # ("expected rank to be smaller or equal to the other rank"; x[:1] returned and
+        # reshaped to (1, 1, 1, 1) and reduced, program fuzzer seed 0, 2077). Reshapes see
+        # through a compute barrier; a util.optimization_barrier (a host-side value) stops them.
+        value = ir.Operation.create("util.optimization_barrier", results=[value.type], operands=[value]).result
     if src.has_static_shape and dst.has_static_shape:
         if src.rank == 0:
             return expand(value, [], list(dst.shape))
@@ -72,6 +79,20 @@ def reshape(value: ir.Value, src: TensorType, dst: TensorType,
             collapsed = collapse(value, [gi for gi, _ in groups])
             return expand(collapsed, [gj for _, gj in groups], list(dst.shape))
     return _reshape_through_flat(value, src, dst, sizes)
+
+
+def _read_from_fewer_dims(value: ir.Value, rank: int) -> bool:
+    """Whether ``value`` is the one element that :func:`_slice` reads from a tensor of fewer
+    than ``rank`` dims (a 0-d ``linalg.generic`` around one ``tensor.extract``, given unit dims
+    by a ``tensor.expand_shape``)."""
+    op = getattr(value.owner, "operation", None)
+    if op is not None and op.name == "tensor.expand_shape":
+        op = getattr(op.operands[0].owner, "operation", None)
+    if op is None or op.name != "linalg.generic" or ir.RankedTensorType(op.results[0].type).rank != 0:
+        return False
+    return any(inner.operation.name == "tensor.extract"
+               and ir.RankedTensorType(inner.operation.operands[0].type).rank < rank
+               for inner in op.regions[0].blocks[0].operations)
 
 
 def _reshape_through_flat(value: ir.Value, src: TensorType, dst: TensorType,
