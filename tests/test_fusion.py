@@ -309,6 +309,25 @@ def test_reductions_of_splats_compile_to_the_eager_result(backend, dynamic):
         tp.compiler.reset()
 
 
+@pytest.mark.iree
+def test_a_mask_combined_with_itself_and_compared_reduces_to_the_eager_count():
+    # ((x >= 0.5) & (x >= 0.5)) == (x >= 0.5), summed over (1, 6, 3): IREE 3.13 folded it to a
+    # splat itself and counted 3, not 18 (program fuzzer seed 0, 3463); tp-canonicalize
+    # makes b & b (and two equal comparisons) one value, so the comparison becomes a fill
+    def f(x):
+        m = x >= 0.5
+        return ((m & m) == m).sum(), ((m * m) == m).float().mean(), (((x >= 0.5) & (x >= 0.5)) == (x >= 0.5)).sum()
+
+    x = tp.tensor(np.random.default_rng(4).uniform(-3, 3, (1, 6, 3)).astype(np.float32))
+    tp.compiler.reset()
+    try:
+        for g, w in zip(tp.compile(f, fullgraph=True)(x), f(x)):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    finally:
+        tp.compiler.reset()
+
+
 def test_self_comparisons_of_integers_become_fills_and_splats_are_fenced_from_reductions():
     g = Graph("splats")
     x = g.add_input(TensorType((7, 5), tp.int32))

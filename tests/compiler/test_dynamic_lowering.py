@@ -183,7 +183,7 @@ KNOWN_WRONG = {
     ("remainder_of_a_slice_kept", "iree-vulkan"):
         "IREE 3.13 for Vulkan: the floor division's int64 result is INT64_MIN where it should be 0 "
         "when it shares its dispatch with the remainder (each alone is right; both go by "
-        "shift-and-subtract there, the target lacking 64-bit division); docs/backends.md",
+        "shift-and-subtract there, the target lacking 64-bit division); docs/limitations.md",
 }
 
 

@@ -70,3 +70,20 @@ func.func @narrowing_cast_round_trip_stays(%a: tensor<2xf32>) -> tensor<2xf32> {
   %1 = "tp.cast"(%0) {dtype = f32} : (tensor<2xf16>) -> tensor<2xf32>
   return %1 : tensor<2xf32>
 }
+
+// CHECK-LABEL: func.func @idempotent_with_itself
+func.func @idempotent_with_itself(%a: tensor<3xi1>, %x: tensor<3xf32>) -> (tensor<3xi1>, tensor<3xi1>, tensor<3xf32>, tensor<3xi1>) {
+  // b & b and a bool times itself are b; max(x, x) is x (NaN too); two equal comparisons
+  // are one value, so their & is the comparison and their == a fill
+  // CHECK-NEXT: %[[F:.*]] = "tp.full"() {dtype = i1, shape = array<i64: 3>, value = 1.000000e+00 : f64}
+  // CHECK-NEXT: return %arg0, %arg0, %arg1, %[[F]]
+  %0 = "tp.bitwise_and"(%a, %a) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %1 = "tp.mul"(%0, %0) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %2 = "tp.maximum"(%x, %x) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %c = "tp.constant"() {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %g1 = "tp.gt"(%x, %c) : (tensor<3xf32>, tensor<f32>) -> tensor<3xi1>
+  %g2 = "tp.gt"(%x, %c) : (tensor<3xf32>, tensor<f32>) -> tensor<3xi1>
+  %both = "tp.bitwise_and"(%g1, %g2) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  %3 = "tp.eq"(%both, %g1) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
+  return %0, %1, %2, %3 : tensor<3xi1>, tensor<3xi1>, tensor<3xf32>, tensor<3xi1>
+}
