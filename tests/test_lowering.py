@@ -282,3 +282,27 @@ def test_a_reduction_on_both_sides_of_a_product(f, dynamic):
                 np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-5)
     finally:
         tp.compiler.reset()
+
+
+@pytest.mark.iree
+@pytest.mark.parametrize("dtype", [tp.int64, tp.float32])
+def test_a_product_of_a_transposed_fill_with_dynamic_sizes(dtype):
+    # x @ x.T of an (s0, 0) x is a fill of zeros; its product with its own transpose is a
+    # product of two fills, which IREE 3.13 cannot compile with dynamic sizes ("stack
+    # allocation size overflows 64 bits"; program fuzzer seed 0, 3682): the lowering saw
+    # the fill through reshapes and now through the transpose too, and fills the result
+    def f(x):
+        v = x @ x.transpose(-2, -1)
+        return v @ v.transpose(-2, -1), (v + 1) @ (v + 1).t()
+
+    tp.compiler.reset()
+    try:
+        compiled = tp.compile(f, fullgraph=True, dynamic=True)
+        for n in (3, 5):
+            x = tp.zeros(n, 0, dtype=dtype)
+            for got, want in zip(compiled(x), f(x)):
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert compiled.compile_count == 1
+    finally:
+        tp.compiler.reset()

@@ -87,17 +87,20 @@ def _stretch_batches(ctx: LowerCtx, operands: list[tuple[ir.Value, TensorType]],
 
 
 _RESHAPES = ("tensor.cast", "tensor.expand_shape", "tensor.collapse_shape")
+#: ops that move a tensor's elements around: the result of a splat is the same splat
+_MOVES = _RESHAPES + ("linalg.transpose",)
 
 
 def _splat(value: ir.Value) -> ir.Value | None:
-    """The scalar of a ``linalg.fill`` result (seen through reshapes and casts), else None."""
+    """The scalar of a ``linalg.fill`` result (seen through reshapes, casts and transposes),
+    else None."""
     while True:
         op = getattr(value.owner, "operation", None)
         if op is None:  # a block argument
             return None
         if op.name == "linalg.fill":
             return op.operands[0]
-        if op.name not in _RESHAPES:
+        if op.name not in _MOVES:
             return None
         value = op.operands[0]
 
