@@ -240,6 +240,16 @@ class TpCanonicalize(Pass):
             # (b & b) == b over (1, 6, 3) came out 3, not 18: program fuzzer seed 0, 3463);
             # folded here, _self_comparison sees x == x
             return self._replace(op, ops[0])
+        if name == "tp.where" and len(ops) == 3:
+            # where(c, x, x) is x, also where one branch is the other cast to the result's
+            # dtype (where(x > 0, b, b.float())): IREE 3.13 found that itself after forming
+            # dispatches and mixed up the results of the dispatch that computed it
+            # ("'tensor.expand_shape' op expected collapsed type to be 'tensor<f32>', but got
+            # 'tensor<i64>'": program fuzzer seed 0, 2930)
+            a, b = ops[1], ops[2]
+            for kept, other in ((b, a), (a, b)):
+                if _same_type(kept, out) and (_same_value(kept, other) or _cast_of(kept, other)):
+                    return self._replace(op, kept)
         if name == "tp.permute":
             dims = tuple(ir.DenseI64ArrayAttr(op.attributes["dims"]))
             if dims == tuple(range(len(dims))):
@@ -355,6 +365,12 @@ def _same_value(a: ir.Value, b: ir.Value, depth: int = 4) -> bool:
     if ir.OpResult(a).result_number != ir.OpResult(b).result_number:
         return False
     return all(_same_value(x, y, depth - 1) for x, y in zip(pa.operands, pb.operands))
+
+
+def _cast_of(value: ir.Value, other: ir.Value) -> bool:
+    """``value`` is ``other`` through a ``tp.cast``."""
+    producer = _producer(value)
+    return producer is not None and producer.name == "tp.cast" and _same_value(producer.operands[0], other)
 
 
 def _producer(value: ir.Value) -> ir.Operation | None:

@@ -328,6 +328,29 @@ def test_a_mask_combined_with_itself_and_compared_reduces_to_the_eager_count():
         tp.compiler.reset()
 
 
+@pytest.mark.iree
+def test_a_where_between_a_bool_and_its_float_cast_compiles():
+    # where(b.float() > 0, b, b.float()) is b.float(): IREE 3.13 found that after forming
+    # dispatches and mixed up the results of the dispatch computing it with a sibling cast
+    # ("'tensor.expand_shape' op expected collapsed type to be 'tensor<f32>', but got
+    # 'tensor<i64>'"; program fuzzer seed 0, 2930); tp-canonicalize folds it first
+    def f(b):
+        v0 = b.to(tp.float32)
+        v1 = tp.where(v0 > 0, b, v0)
+        v2 = b.to(tp.int64)
+        v3 = v1.reshape(1, 1, 1, 1)
+        return v0, v1, v2, v3, v3.float().mean()
+
+    tp.compiler.reset()
+    try:
+        for b in (tp.tensor(True), tp.tensor(False)):
+            for g, w in zip(tp.compile(f, fullgraph=True)(b), f(b)):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_array_equal(g.numpy(), w.numpy())
+    finally:
+        tp.compiler.reset()
+
+
 def test_self_comparisons_of_integers_become_fills_and_splats_are_fenced_from_reductions():
     g = Graph("splats")
     x = g.add_input(TensorType((7, 5), tp.int32))

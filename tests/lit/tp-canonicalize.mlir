@@ -87,3 +87,21 @@ func.func @idempotent_with_itself(%a: tensor<3xi1>, %x: tensor<3xf32>) -> (tenso
   %3 = "tp.eq"(%both, %g1) : (tensor<3xi1>, tensor<3xi1>) -> tensor<3xi1>
   return %0, %1, %2, %3 : tensor<3xi1>, tensor<3xi1>, tensor<3xf32>, tensor<3xi1>
 }
+
+// CHECK-LABEL: func.func @where_of_a_value_and_its_cast
+func.func @where_of_a_value_and_its_cast(%b: tensor<3xi1>, %x: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<2x3xf32>) {
+  // either branch is the other one in the result's dtype: the result is that branch; a
+  // condition that broadcasts the result to more dims keeps the where
+  // CHECK-NEXT: %[[F:.*]] = "tp.cast"(%arg0) {dtype = f32}
+  // CHECK-NEXT: %[[K:.*]] = "tp.constant"
+  // CHECK-NEXT: %[[W:.*]] = "tp.where"(%[[K]], %arg0, %[[F]])
+  // CHECK-NEXT: return %[[F]], %arg1, %[[W]]
+  %f = "tp.cast"(%b) {dtype = f32} : (tensor<3xi1>) -> tensor<3xf32>
+  %c = "tp.constant"() {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %g = "tp.gt"(%f, %c) : (tensor<3xf32>, tensor<f32>) -> tensor<3xi1>
+  %0 = "tp.where"(%g, %b, %f) : (tensor<3xi1>, tensor<3xi1>, tensor<3xf32>) -> tensor<3xf32>
+  %1 = "tp.where"(%g, %x, %x) : (tensor<3xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %k = "tp.constant"() {value = dense<true> : tensor<2x1xi1>} : () -> tensor<2x1xi1>
+  %2 = "tp.where"(%k, %b, %f) : (tensor<2x1xi1>, tensor<3xi1>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %0, %1, %2 : tensor<3xf32>, tensor<3xf32>, tensor<2x3xf32>
+}
