@@ -114,6 +114,12 @@ def _attr_key(op: ir.Operation) -> tuple:
                         for n in op.attributes))
 
 
+def _signature(op: ir.Operation) -> tuple:
+    """What two ops must share, besides their operands, to compute the same results: name,
+    attributes and result types."""
+    return op.name, _attr_key(op), tuple(str(r.type) for r in op.results)
+
+
 @register_pass
 class TpCse(Pass):
     """Merge tp ops with the same name, operands, attributes and result types."""
@@ -127,7 +133,7 @@ class TpCse(Pass):
                 op = op.operation
                 if not _is_tp(op):
                     continue
-                key = (op.name, tuple(op.operands), _attr_key(op), tuple(str(r.type) for r in op.results))
+                key = (_signature(op), tuple(op.operands))
                 prev = seen.get(key)
                 if prev is None:
                     seen[key] = op
@@ -358,9 +364,7 @@ def _same_value(a: ir.Value, b: ir.Value, depth: int = 4) -> bool:
     pa, pb = _producer(a), _producer(b)
     if depth == 0 or pa is None or pb is None or not (_is_tp(pa) and _is_tp(pb)):
         return False
-    if pa.name != pb.name or len(pa.operands) != len(pb.operands) or _attr_key(pa) != _attr_key(pb):
-        return False
-    if [str(r.type) for r in pa.results] != [str(r.type) for r in pb.results]:
+    if _signature(pa) != _signature(pb) or len(pa.operands) != len(pb.operands):
         return False
     if ir.OpResult(a).result_number != ir.OpResult(b).result_number:
         return False

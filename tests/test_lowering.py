@@ -138,6 +138,23 @@ def test_lowered_ops_match_reference(family):
     assert not failures, f"{len(failures)} of {len(calls)} calls differ:\n" + "\n".join(failures[:30])
 
 
+def _check_compiled_like_eager(f, *args, rtol=0.0, atol=0.0, **options):
+    """``f`` compiled whole (with ``options``) and called on ``args`` gives eager's results:
+    their dtypes, shapes and values, exactly unless tolerances are given."""
+    tp.compiler.reset()
+    try:
+        got, want = tp.compile(f, fullgraph=True, **options)(*args), f(*args)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            if rtol or atol:
+                np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=rtol, atol=atol)
+            else:
+                np.testing.assert_array_equal(g.detach().numpy(), w.detach().numpy())
+    finally:
+        tp.compiler.reset()
+
+
 @pytest.mark.iree
 def test_a_one_element_slice_of_a_column_is_returned_and_broadcast():
     # program fuzzer seed 0, 610: the first chunk of a (2, 1) column, returned and added to
@@ -148,14 +165,7 @@ def test_a_one_element_slice_of_a_column_is_returned_and_broadcast():
         head = y.chunk(3, -2)[0]
         return head, y + head, (y + head).maximum(head).mean()
 
-    x = tp.tensor(np.array([[-1.5], [2.0]], dtype=np.float32))
-    tp.compiler.reset()
-    try:
-        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
-            assert got.shape == want.shape
-            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
-    finally:
-        tp.compiler.reset()
+    _check_compiled_like_eager(f, tp.tensor(np.array([[-1.5], [2.0]], dtype=np.float32)), rtol=1e-6)
 
 
 @pytest.mark.iree
@@ -166,14 +176,7 @@ def test_a_one_element_slice_with_unit_dims_added_is_returned_and_used():
     def f(x):
         return x[1:2, None], x[1:2, None].exp(), x.narrow(0, 2, 1)[None, None] * 2, x[-2, None] @ x[-2, None]
 
-    x = tp.tensor(np.arange(5, dtype=np.float32))
-    tp.compiler.reset()
-    try:
-        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
-            assert got.shape == want.shape
-            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
-    finally:
-        tp.compiler.reset()
+    _check_compiled_like_eager(f, tp.tensor(np.arange(5, dtype=np.float32)), rtol=1e-6)
 
 
 @pytest.mark.iree
@@ -187,14 +190,7 @@ def test_a_one_element_slice_reshaped_to_more_dims_is_returned_and_reduced(dtype
         four = head.reshape(-1, 1, 1, 1)
         return head, four, four.float().mean(), head.reshape(1, 1, 1) + 1
 
-    x = tp.tensor(np.array([3, 0, -2], dtype=np.int32))
-    tp.compiler.reset()
-    try:
-        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
-            assert got.dtype == want.dtype and got.shape == want.shape
-            np.testing.assert_array_equal(got.numpy(), want.numpy())
-    finally:
-        tp.compiler.reset()
+    _check_compiled_like_eager(f, tp.tensor(np.array([3, 0, -2], dtype=np.int32)))
 
 
 @pytest.mark.iree
@@ -209,14 +205,7 @@ def test_a_whole_half_reduction_returned_and_cast_back_compiles(reduce):
         f32 = s.float()
         return s, f32, tp.where(s > 0, f32, s)
 
-    x = tp.tensor((np.arange(12, dtype=np.float32).reshape(2, 1, 3, 2) - 5) / 4).half()
-    tp.compiler.reset()
-    try:
-        for got, want in zip(tp.compile(f, fullgraph=True)(x), f(x)):
-            assert got.dtype == want.dtype and got.shape == want.shape
-            np.testing.assert_array_equal(got.numpy(), want.numpy())
-    finally:
-        tp.compiler.reset()
+    _check_compiled_like_eager(f, tp.tensor((np.arange(12, dtype=np.float32).reshape(2, 1, 3, 2) - 5) / 4).half())
 
 
 del ml_dtypes, tolerance
@@ -229,7 +218,7 @@ def test_integer_division_never_traps(dtype):
     # ("Floating point exception"), compiled whole or, with dynamic shapes, in the padding
     # lanes of a vectorized loop (program fuzzer seed 0, 2590). Compiled code divides by a
     # safe divisor: MIN / -1 wraps as in eager; a zero divisor, where eager raises, gives an
-    # unspecified value (docs/compiler.md)
+    # unspecified value (docs/limitations.md)
     info = np.iinfo(dtype.np_dtype)
     a = np.array([info.min, info.min, 7, -7 if info.min else 200, info.max, 5], dtype=dtype.np_dtype)
     b = np.array([-1 if info.min else 3, 0, 0, 2, -1 if info.min else 255, 0], dtype=dtype.np_dtype)
@@ -268,20 +257,12 @@ def test_a_reduction_on_both_sides_of_a_product(f, dynamic):
     # one index for both sides, so only the diagonal came out (program fuzzer seed 0, 2746);
     # the reduction is fenced (_reduced_into_both_sides_of_a_product in passes/lowering)
     rng = np.random.default_rng(3)
-    tp.compiler.reset()
-    try:
-        for x in (rng.standard_normal((7, 3)).astype(np.float32), rng.integers(-4, 5, (7, 3))):
-            args = (tp.tensor(x), tp.tensor(np.stack([x, x[::-1]])))
-            got, want = tp.compile(f, fullgraph=True, dynamic=dynamic)(*args), f(*args)
-            got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
-            for g, w in zip(got, want):
-                assert g.dtype == w.dtype and g.shape == w.shape
-                # float32 sums of three values of up to 3 in another order: each reduced value
-                # within ~1e-6, products of values up to ~6 within 1e-5 (1.7e-8 measured);
-                # the wrong products were off by whole values
-                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-5)
-    finally:
-        tp.compiler.reset()
+    for x in (rng.standard_normal((7, 3)).astype(np.float32), rng.integers(-4, 5, (7, 3))):
+        # float32 sums of three values of up to 3 in another order: each reduced value within
+        # ~1e-6, products of values up to ~6 within 1e-5 (1.7e-8 measured); the wrong
+        # products were off by whole values
+        _check_compiled_like_eager(f, tp.tensor(x), tp.tensor(np.stack([x, x[::-1]])), rtol=1e-6, atol=1e-5,
+                                   dynamic=dynamic)
 
 
 @pytest.mark.iree

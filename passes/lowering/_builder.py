@@ -435,7 +435,7 @@ def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType
     init = empty(list(sizes) if sizes is not None else _dynamic_sizes(out, operands, stretched), out.dtype)
     mapped = [n for n, dims in enumerate(stretched) if not dims]
     ins = [(operands[n][0], broadcast_map(operands[n][1].shape, out.rank, out.shape)) for n in mapped]
-    sizes = {(n, j): dim_value(operands[n][0], j) for n, dims in enumerate(stretched) for j in dims}
+    stretched_sizes = {(n, j): dim_value(operands[n][0], j) for n, dims in enumerate(stretched) for j in dims}
 
     def scalars(block_args: list[ir.Value]) -> ir.Value:
         args = dict(zip(mapped, block_args))
@@ -448,7 +448,7 @@ def elementwise(operands: Sequence[tuple[ir.Value, TensorType]], out: TensorType
             for j, d in enumerate(t.shape):
                 i = loop_index(out.rank - t.rank + j)
                 if j in dims:
-                    single = arith.CmpIOp(_I.eq, sizes[n, j], one).result
+                    single = arith.CmpIOp(_I.eq, stretched_sizes[n, j], one).result
                     i = arith.SelectOp(single, zero, i).result
                 elif is_static(d) and d == 1:
                     i = zero
