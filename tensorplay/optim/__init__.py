@@ -2,7 +2,10 @@
 rules and ``state_dict`` layout (docs/training.md)."""
 
 from . import lr_scheduler
+from ._adaptive import ASGD, Adadelta, Adagrad, Adamax, NAdam, RAdam, Rprop
 from ._algorithms import SGD, Adam, AdamW, RMSprop
+from ._lbfgs import LBFGS
 from .optimizer import Optimizer
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["ASGD", "LBFGS", "SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam",
+           "RMSprop", "Rprop", "lr_scheduler"]

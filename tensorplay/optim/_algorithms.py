@@ -66,14 +66,16 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba) with optional AMSGrad and L2 weight decay added to the gradient."""
+    """Adam (Kingma & Ba) with optional AMSGrad and L2 weight decay added to the gradient
+    (``decoupled_weight_decay=True``: AdamW's decay)."""
 
     _decoupled = False
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None):
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False):
         _check("learning rate", lr)
         _check("epsilon value", eps)
         if not 0.0 <= betas[0] < 1.0:
@@ -83,7 +85,8 @@ class Adam(Optimizer):
         _check("weight_decay value", weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, foreach=foreach, maximize=maximize, capturable=capturable,
-                                      differentiable=differentiable, fused=fused))
+                                      differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay or self._decoupled)))
 
     def _init_state(self, group: dict[str, Any], p: Any, state: dict[str, Any]) -> None:
         state["step"] = tensor(0.0)
@@ -102,7 +105,7 @@ class Adam(Optimizer):
             step = run.count(state, p)
             lr = run.lr(group, p)
             if wd != 0:
-                if self._decoupled:
+                if group.get("decoupled_weight_decay", self._decoupled):
                     p.mul_(1 - lr * wd)
                 else:
                     g = g + p * wd

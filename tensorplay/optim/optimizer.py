@@ -29,6 +29,9 @@ class Optimizer:
     Updates run as tp ops under ``no_grad`` on each parameter's device; per-parameter state
     (momentum buffers, moments) lives in ``state[param]`` on the same device."""
 
+    #: 0-d state entries besides ``step`` that stay float32 whatever the parameter's dtype
+    _scalars: tuple[str, ...] = ()
+
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self.defaults = defaults
         self.state: dict[Tensor, dict[str, Any]] = _IdentityDict()
@@ -126,7 +129,7 @@ class Optimizer:
         self.state = _IdentityDict()
         for i, entries in state_dict["state"].items():
             p = by_index[int(i)]
-            self.state[p] = {k: _placed(v, p, k) for k, v in entries.items()}
+            self.state[p] = {k: _placed(v, p, k, self._scalars) for k, v in entries.items()}
         for mine, saved in zip(self.param_groups, groups):
             for k, v in saved.items():
                 if k != "params":
@@ -243,20 +246,31 @@ def _signature(opt: Optimizer, made: frozenset = frozenset()) -> tuple:
     return tuple(out)
 
 
-def _placed(value: Any, p: Tensor, key: str) -> Any:
-    """A state entry as a tensor on ``p``'s device (and dtype, except the step count)."""
+def from_torch(value: Any) -> Any:
+    """A PyTorch tensor as a tensor of this library with its dtype (bfloat16 through float32,
+    which holds it exactly); anything else as it is."""
+    if isinstance(value, Tensor) or not (hasattr(value, "detach") and hasattr(value, "cpu")):
+        return value
+    import numpy as np
+
     from ..ops.creation import tensor
 
-    if not isinstance(value, Tensor):
-        if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor
-            import numpy as np
+    value = value.detach().cpu()
+    if str(value.dtype) == "torch.bfloat16":
+        value = value.float()
+    return tensor(np.array(value.numpy()))
 
-            value = tensor(np.asarray(value.detach().cpu().float().numpy() if key != "step" else value.item()))
-        else:
-            return value
-    if key == "step":
-        return value.detach().clone()
-    return value.detach().to(p.device).to(p.dtype).clone()
+
+def _placed(value: Any, p: Tensor, key: str, scalars: tuple[str, ...]) -> Any:
+    """A state entry as a tensor on ``p``'s device, in ``p``'s dtype, except the step count
+    and the optimizer's other 0-d ``scalars``, which stay float32 as the optimizer makes them."""
+    value = from_torch(value)
+    if not isinstance(value, Tensor):
+        return value
+    from ..dialects.tp.dtypes import float32
+
+    dtype = float32 if key == "step" or key in scalars else p.dtype
+    return value.detach().to(p.device).to(dtype).clone()
 
 
 class _IdentityDict(dict):
