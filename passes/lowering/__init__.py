@@ -93,7 +93,7 @@ def lowering_summary(op_name: str) -> str | None:
 
 
 def _load() -> None:
-    from . import conv, creation, elementwise, indexing, linalg, reduction, shape  # noqa: F401
+    from . import conv, creation, elementwise, indexing, linalg, reduction, shape, sorting  # noqa: F401
 
 
 def _functions(module: ir.Operation) -> list[ir.Operation]:
