@@ -10,7 +10,9 @@ accumulate in float64 on the CPU targets (``_sum_dtype``).
 
 ``tp.cumsum`` is a prefix sum, which ``linalg.generic`` cannot express in O(n); it lowers to
 IREE's ``iree_linalg_ext.scan`` (every IREE target compiles it) rather than to a
-triangular-mask reduction costing O(n^2) or a loop of one dispatch per step.
+triangular-mask reduction costing O(n^2) or a loop of one dispatch per step. ``tp.cumprod``
+and ``tp.logcumsumexp`` are the same scan with another combiner (multiplication, a stable
+logaddexp).
 """
 
 from __future__ import annotations
@@ -359,11 +361,23 @@ def _along(ctx: LowerCtx, t: TensorType) -> tuple[int, ...]:
     return (normalize_dim(ctx.op.name, ctx.attrs["dim"], t.rank),) if t.rank else ()
 
 
-@lowers("tp.cumsum", summary="`iree_linalg_ext.scan` (inclusive, addition) along `dim` in the "
-                             "accumulation dtype (int64 for integers, float32 for half types): "
-                             "O(n) and parallel over the other dims, where a triangular-mask "
-                             "`linalg.generic` would cost O(n^2)")
-def _cumsum(ctx: LowerCtx) -> list[ir.Value]:
+def _logaddexp(a: ir.Value, b: ir.Value, d: dt.DType) -> ir.Value:
+    """``log(exp(a) + exp(b))`` as the references compute it: the larger plus log1p(exp of the
+    difference); equal infinities give themselves (not NaN) and a NaN gives NaN."""
+    from .elementwise import _TABLE
+
+    larger = arith.MaximumFOp(a, b).result  # NaN-propagating
+    smaller = arith.MinimumFOp(a, b).result
+    differ = arith.CmpFOp(_F.UNE, smaller, larger).result
+    finite = arith.CmpFOp(_F.ONE, math.AbsFOp(smaller).result, const_scalar(float("inf"), d)).result
+    e = _TABLE["tp.exp"][0]([arith.SubFOp(smaller, larger).result], d, {})
+    summed = arith.AddFOp(larger, _TABLE["tp.log1p"][0]([e], d, {})).result
+    return arith.SelectOp(arith.OrIOp(differ, finite).result, summed, a).result
+
+
+def _scan(ctx: LowerCtx, combine: Callable[[ir.Value, ir.Value, dt.DType], ir.Value], init) -> list[ir.Value]:
+    """An inclusive ``iree_linalg_ext.scan`` along ``dim`` combining with ``combine`` (whose
+    identity is ``init``) in the compute dtype of the result."""
     (x, t), out = ctx.inputs()[0], ctx.out_types[0]
     work = out.dtype.computes_in
     wt = t.with_dtype(work)
@@ -383,18 +397,39 @@ def _cumsum(ctx: LowerCtx) -> list[ir.Value]:
             along = groups.index([dim])
         else:
             view, along = sizes, dim
-        init = empty(view, work)
-        carry = filled([s for i, s in enumerate(view) if i != along], work, 0)
-        scan = linalg_ext("scan", [init.type, carry.type], [src, init, carry],
+        empty_init = empty(view, work)
+        carry = filled([s for i, s in enumerate(view) if i != along], work, init)
+        scan = linalg_ext("scan", [empty_init.type, carry.type], [src, empty_init, carry],
                           {"dimension": ir.IntegerAttr.get(elem_type(dt.int64), along),
                            "inclusive": ir.BoolAttr.get(True)},
-                          [w, w], lambda a: scalar_add(a[0], a[1], work))
+                          [w, w], lambda a: combine(a[0], a[1], work))
         src = scan.results[0]
         if t.rank > 3:
             src = expand(src, groups, sizes)
     if work is not out.dtype:
         src = elementwise([(src, wt)], out, lambda a: cast_scalar(a[0], work, out.dtype))
     return [src]
+
+
+@lowers("tp.cumsum", summary="`iree_linalg_ext.scan` (inclusive, addition) along `dim` in the "
+                             "accumulation dtype (int64 for integers, float32 for half types): "
+                             "O(n) and parallel over the other dims, where a triangular-mask "
+                             "`linalg.generic` would cost O(n^2)")
+def _cumsum(ctx: LowerCtx) -> list[ir.Value]:
+    return _scan(ctx, scalar_add, 0)
+
+
+@lowers("tp.cumprod", summary="`iree_linalg_ext.scan` (inclusive, multiplication) along `dim` in "
+                              "the accumulation dtype (int64 for integers, float32 for half types)")
+def _cumprod(ctx: LowerCtx) -> list[ir.Value]:
+    return _scan(ctx, scalar_mul, 1)
+
+
+@lowers("tp.logcumsumexp", summary="`iree_linalg_ext.scan` (inclusive) along `dim` whose step is a "
+                                   "stable logaddexp: max + log1p(exp(min - max)), equal infinities "
+                                   "kept; float32 for half types")
+def _logcumsumexp(ctx: LowerCtx) -> list[ir.Value]:
+    return _scan(ctx, _logaddexp, -pymath.inf)
 
 
 def _softmax_family(ctx: LowerCtx, log: bool) -> list[ir.Value]:

@@ -1,4 +1,4 @@
-"""Tensor creation: from data, filled, ranges, identity."""
+"""Tensor creation: from data, filled, ranges, identity, triangle coordinates."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .. import _views
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "asarray", "scalar_tensor", "zeros", "ones", "full",
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "eye",
+    "tril_indices", "triu_indices",
 ]
 
 
@@ -271,6 +272,36 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     rows = reshape(arange(n), (n, 1))
     return _finish(cast(eq(rows, arange(m)), d), requires_grad, device)
+
+
+def _triangle_indices(op: str, row: Any, col: Any, offset: Any, dtype: Any, device: Any, lower: bool) -> Tensor:
+    _check_device(op, device)
+    for name, v in (("row", row), ("col", col), ("offset", offset)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
+    if row < 0:
+        raise ValueError(f"{op}: row must be non-negative, got {row}")
+    if col < 0:
+        raise ValueError(f"{op}: col must be non-negative, got {col}")
+    d = dt.int64 if dtype is None else dt.as_dtype(dtype)
+    if d not in (dt.int64, dt.int32):
+        raise TypeError(f"{op}: not implemented for dtype {d.name}; use int64 or int32")
+    make = np.tril_indices if lower else np.triu_indices
+    rows, cols = make(int(row), int(offset), int(col))
+    pairs = np.stack([rows, cols]).astype(np.int64).reshape(2, -1)
+    return placed(Tensor._wrap(pairs.astype(d.np_dtype)), device)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """The coordinates of the lower triangle (on and below diagonal ``offset``) of a
+    ``row`` x ``col`` matrix: a ``[2, N]`` tensor of rows, then columns, in row-major order."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, True)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """The coordinates of the upper triangle (on and above diagonal ``offset``) of a
+    ``row`` x ``col`` matrix: a ``[2, N]`` tensor of rows, then columns, in row-major order."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, False)
 
 
 del math

@@ -4,7 +4,8 @@ Each maps PyTorch's signature onto a few general tp ops through
 :func:`tensorplay._dispatch.apply`: squeeze, unsqueeze, flatten and view are ``tp.reshape``;
 transpose, ``t`` and movedim are ``tp.permute``; split, chunk, narrow and unbind are
 ``tp.slice`` (plus a reshape); stack is reshape plus ``tp.concat``; repeat and tile are
-``tp.broadcast_to`` between two reshapes.
+``tp.broadcast_to`` between two reshapes; roll is two slices joined by ``tp.concat``, rot90 is
+flip and transpose, diff is a difference of two slices.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .._grad_mode import is_grad_enabled
 from .._tensor import Size, Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import symbolic as sym
-from ..dialects.tp.errors import DimError, ShapeError
+from ..dialects.tp.errors import AttributeError_, DimError, ShapeError
 from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes as _broadcast_shapes
 from ..dialects.tp.shapes import format_shape, normalize_dim, normalize_dims
@@ -32,7 +33,7 @@ __all__ = [
     "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
     "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
     "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile", "as_strided",
-    "diagonal",
+    "diagonal", "roll", "rot90", "diff",
 ]
 
 
@@ -627,3 +628,121 @@ def unfold(input: Any, dimension: int, size: int, step: int) -> Tensor:
     if x.ndim == 0:
         new_shape, new_strides = [size], [1]
     return as_strided(x, new_shape, new_strides, x.storage_offset())
+
+
+# --- rolling, rotating, differences ----------------------------------------------------------
+
+def _ints_arg(op: str, name: str, value: Any) -> tuple[Any, ...]:
+    """An int or a sequence of ints (symbolic sizes kept) as a tuple."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}(): argument '{name}' must be tuple of ints, not bool")
+    if isinstance(value, (int, np.integer, sym.SymInt)):
+        return (value if isinstance(value, sym.SymInt) else int(value),)
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{op}(): argument '{name}' must be tuple of ints, not {type(value).__name__}")
+    return int_tuple(op, name, (value,))
+
+
+def _roll_dim(x: Tensor, dim: int, shift: Any) -> Tensor:
+    size = x.shape[dim]
+    if size == 0:
+        return x
+    s = shift % size
+    if s == 0:
+        return x
+    cut = size - s
+    return cat([slice_dim(x, dim, cut, SLICE_END), slice_dim(x, dim, 0, cut)], dim)
+
+
+def roll(input: Any, shifts: Any, dims: Any = None) -> Tensor:
+    """``input`` with its elements shifted by ``shifts`` along ``dims``, those leaving at one
+    end coming back at the other; with no ``dims``, shifted in the flattened tensor and given
+    the original shape back."""
+    x = _tensor(input, "roll")
+    shift = _ints_arg("roll", "shifts", shifts)
+    dim = () if dims is None else _ints_arg("roll", "dims", dims)
+    if not shift:
+        raise ShapeError("roll: `shifts` required")
+    if not dim:
+        if len(shift) != 1:
+            raise ShapeError(f"roll: shifts and dimensions must align. shifts: {len(shift)}, dims:0")
+        flat = reshape_to(x, (x.numel(),), "roll")
+        return reshape_to(_copy_if_same(_roll_dim(flat, 0, shift[0]), flat), tuple(x.shape), "roll")
+    if len(shift) != len(dim):
+        raise ShapeError(f"roll: shifts and dimensions must align. shifts: {len(shift)}, dims:{len(dim)}")
+    if x.ndim == 0:
+        raise DimError(f"roll: Dimension specified as {dim[0]} but tensor has no dimensions")
+    out = x
+    for s, d in zip(shift, dim):
+        out = _roll_dim(out, normalize_dim("roll", d, x.ndim), s)
+    return _copy_if_same(out, x)
+
+
+def _copy_if_same(out: Tensor, x: Tensor) -> Tensor:
+    """A new tensor, never ``x`` itself (nothing moved: a copy, as PyTorch returns)."""
+    if out is x:
+        from .elementwise import clone
+
+        return clone(x)
+    return out
+
+
+def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """``input`` rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
+    dim towards the second (a negative ``k`` turns the other way)."""
+    x = _tensor(input, "rot90")
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"rot90(): argument 'k' must be int, not {type(k).__name__}")
+    plane = _ints_arg("rot90", "dims", dims)
+    if len(plane) != 2:
+        raise ShapeError(f"rot90: expected total rotation dims == 2, but got dims = {len(plane)}")
+    if x.ndim < 2:
+        raise ShapeError(f"rot90: expected total dims >= 2, but got total dims = {x.ndim}")
+    given = plane
+    d0, d1 = normalize_dim("rot90", plane[0], x.ndim), normalize_dim("rot90", plane[1], x.ndim)
+    if d0 == d1:
+        raise ShapeError(f"rot90: expected rotation dims to be different, but got dim0 = {given[0]} and "
+                         f"dim1 = {given[1]}")
+    k = int(k) % 4
+    if k == 1:
+        return transpose(flip(x, (d1,)), d0, d1)
+    if k == 2:
+        return flip(x, (d0, d1))
+    if k == 3:
+        return transpose(flip(x, (d0,)), d0, d1)
+    from .elementwise import clone
+
+    return clone(x)
+
+
+def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``, applied
+    ``n`` times; bool tensors give ``x[i + 1] != x[i]``), after joining ``prepend`` and
+    ``append`` to ``input`` along ``dim``."""
+    from . import elementwise as E
+
+    x = _tensor(input, "diff")
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"diff(): argument 'n' must be int, not {type(n).__name__}")
+    if x.ndim == 0:
+        raise ShapeError("diff: diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise AttributeError_(f"diff: order must be non-negative but got {n}")
+    d = normalize_dim("diff", dim, x.ndim)
+    parts = [x]
+    for name, extra in (("prepend", prepend), ("append", append)):
+        if extra is None:
+            continue
+        if not isinstance(extra, Tensor):
+            raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(extra).__name__}")
+        if extra.ndim != x.ndim:
+            raise ShapeError("diff: diff expects prepend or append to be the same dimension as input")
+        parts.insert(0 if name == "prepend" else len(parts), extra)
+    out = cat(parts, d) if len(parts) > 1 else x
+    for _ in range(int(n)):
+        size = out.shape[d]
+        length = size - 1 if size > 0 else 0
+        later, earlier = slice_dim(out, d, 1, SLICE_END), slice_dim(out, d, 0, length)
+        out = E.logical_xor(later, earlier) if out.dtype.is_bool else E.sub(later, earlier)
+    return _copy_if_same(out, x)

@@ -1,5 +1,6 @@
 """Reduction and normalization ops: sums, products, means, extrema and their indices,
-variance, logical all/any, logsumexp, cumulative sums, softmax and layer normalization.
+variance, logical all/any, logsumexp, cumulative sums, products and logsumexps, softmax and
+layer normalization.
 
 Reductions take ``dims`` (``None`` reduces every dimension, an empty list none) and
 ``keepdim``. Half types accumulate in float32 and round once, as PyTorch's CPU kernels do.
@@ -457,6 +458,94 @@ class Cumsum(AlongDim):
 
     def compute(self, x, axis):
         return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+@register
+class Cumprod(AlongDim):
+    """Running product along ``dim``; bool and integer inputs multiply in int64."""
+
+    name = "tp.cumprod"
+
+    def vjp(self, ctx, grads):
+        # before the first zero of a slice: the reversed running sum of g * out, divided by x;
+        # at the first zero: the product before it times the reversed running sum of g times the
+        # running product after it; after the first zero: 0 (each later output holds that zero)
+        x, g, out = ctx.input(0), grads[0], ctx.output()
+        shape = tuple(x.shape)
+        if not shape:
+            return (g,)
+        d = ctx.attrs["dim"] % len(shape)
+        if x.dtype is not out.dtype:  # dtype= converted the input first
+            x = x.to(out.dtype)
+
+        def rsum(v):
+            return v.flip(d).cumsum(d).flip(d)
+
+        zero = x == 0
+        seen = zero.cumsum(d)  # zeros up to and including each position
+        before = seen == 0
+        first = zero & (seen == 1)
+        after = (seen - G.mask(zero, seen)) >= 1
+        safe = G.where(ctx, before, x, 1.0)
+        part = G.where(ctx, before, rsum(g * out) / safe, 0.0)
+        rest = G.where(ctx, after, x, 1.0).cumprod(d)
+        at_zero = G.where(ctx, first, safe.cumprod(d) * rsum(g * rest), 0.0)
+        return (part + at_zero,)
+
+    def result_dtype(self, t, attrs):
+        return attrs["dtype"] or _int_to_int64(t)
+
+    def infer(self, types, attrs):
+        out = super().infer(types, attrs)
+        if out[0].dtype.is_bool:
+            raise self.error(DTypeError, "not implemented for result dtype bool")
+        return out
+
+    def compute(self, x, axis):
+        return np.cumprod(x, axis=axis, dtype=x.dtype)
+
+
+@register
+class Logcumsumexp(AlongDim):
+    """``log(cumsum(exp(input)))`` along ``dim`` of a floating-point input, each step a stable
+    ``logaddexp`` of the running value and the next element."""
+
+    name = "tp.logcumsumexp"
+    attributes = (Attr("dim", AttrKind.INT, doc="the dimension to work along"),)
+
+    def vjp(self, ctx, grads):
+        # sum over j >= i of g_j * exp(x_i - out_j), with the positive and negative parts of g
+        # each summed in log space (a reversed logcumsumexp), so nothing overflows
+        x, g = ctx.input(0), grads[0]
+        shape = tuple(x.shape)
+        if not shape:
+            return (g,)
+        d = ctx.attrs["dim"] % len(shape)
+        out = ctx.output()
+        import ml_dtypes  # (loaded only for this rule: eager import stays light)
+
+        lowest = float(ml_dtypes.finfo(g.dtype.np_dtype).min)  # the dtype's, as PyTorch's rule
+        log_abs = g.abs().log()
+
+        def part(cond):
+            logs = G.where(ctx, cond, log_abs, lowest) - out
+            total = ctx.apply_op("tp.logcumsumexp", logs.flip(d), dim=d).flip(d)
+            return (total + x).exp()
+
+        return (part(g > 0) - part(g < 0),)
+
+    def result_dtype(self, t, attrs):
+        return t.dtype
+
+    def infer(self, types, attrs):
+        out = super().infer(types, attrs)
+        if not out[0].dtype.is_floating_point:
+            raise self.error(DTypeError, f"not implemented for dtype {out[0].dtype.name}")
+        return out
+
+    def compute(self, x, axis):
+        with np.errstate(invalid="ignore"):
+            return np.logaddexp.accumulate(x, axis=axis, dtype=x.dtype)
 
 
 class SoftmaxLike(AlongDim):
