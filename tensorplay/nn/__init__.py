@@ -11,6 +11,25 @@ from .modules import (
     SiLU, Sigmoid, SmoothL1Loss, Softmax, Softmin, Softplus, Softsign, Tanh, Tanhshrink,
     Threshold, Unflatten,
 )
+from .modules import (
+    EmbeddingBag, Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from .modules import (
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d,
+    Conv1d, ConvTranspose1d, ConvTranspose2d, CosineSimilarity, Dropout1d, Dropout2d,
+    InstanceNorm1d, InstanceNorm2d, MaxPool1d, PairwiseDistance, PixelShuffle, PixelUnshuffle,
+    ReflectionPad1d, ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d,
+    ReplicationPad3d, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d,
+    ZeroPad3d,
+)
+from .modules import (
+    CosineEmbeddingLoss, CTCLoss, GaussianNLLLoss, Hardshrink, HingeEmbeddingLoss, MarginRankingLoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss2d, PoissonNLLLoss,
+    PReLU, RReLU, Softmax2d, Softshrink, SoftMarginLoss, TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
+)
 from .parameter import Buffer, Parameter
 
 __all__ = ["functional", "init", "modules", "parameter", "utils", "Parameter", "Buffer"] + modules.__all__

@@ -1,20 +1,30 @@
-"""Convolution, pooling and padding with ``torch.nn.functional``'s signatures.
+"""Convolution, pooling, padding and the other spatial layers' functions with
+``torch.nn.functional``'s signatures.
 
 Each function resolves PyTorch's argument conveniences (an int for a pair, ``'same'``
 padding, unbatched inputs, the last-dim-first pad tuple) into the explicit geometry of one
 tp op: ``tp.conv2d``, ``tp.max_pool2d`` (``_with_indices``), ``tp.avg_pool2d`` or
 ``tp.pad``. ``conv1d`` is ``conv2d`` over a height of 1; ``adaptive_avg_pool2d`` is
 ``avg_pool2d`` when the sizes divide, else two products with constant averaging matrices.
+The rest are compositions of tp ops: ``conv_transpose1d/2d`` is ``conv2d`` of the input
+spread out by the stride with the flipped kernel (the input gradient of a convolution);
+1-D pooling is 2-D pooling over a height of 1; ``adaptive_max_pool2d`` is ``max_pool2d``
+when the sizes divide, else a gather of every window and an argmax; ``interpolate`` picks
+(nearest) or blends (linear) rows with ``index_select`` one spatial dim at a time;
+``pixel_shuffle`` is a reshape and a permute; channel-wise dropout, instance normalization
+and the distances are elementwise ops and reductions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._dispatch import apply
+from ..amp import autocast_mode as _amp
 from .._tensor import Tensor
 from ..dialects.tp.symbolic import SymInt
 from ..dialects.tp import dtypes as dt
@@ -23,7 +33,12 @@ from ..dialects.tp.ops.conv import kernel_too_large
 from ..dialects.tp.shapes import format_shape
 from .shape import reshape_to
 
-__all__ = ["conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad"]
+__all__ = [
+    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
+    "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "pad", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle",
+    "dropout1d", "dropout2d", "instance_norm", "cosine_similarity", "pairwise_distance",
+]
 
 
 def _tensor(op: str, value: Any, name: str) -> Tensor:
@@ -92,6 +107,7 @@ def _conv_padding(op: str, padding: Any, kernel: Sequence[int], stride: Sequence
     return pads, pads
 
 
+@_amp.policy("lower")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-D convolution (cross-correlation) of an NCHW or CHW input with an (O, C/groups, kH, kW) weight."""
@@ -109,6 +125,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _unbatched("conv2d", y, added)
 
 
+@_amp.policy("lower")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """1-D convolution of an NCL or CL input with an (O, C/groups, k) weight (a conv2d of height 1)."""
@@ -273,3 +290,634 @@ def _ints_list(op: str, value: Any) -> list[int]:
             isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) for v in value):
         raise TypeError(f"{op}(): argument 'pad' must be a tuple of ints, got {value!r}")
     return [int(v) for v in value]
+
+
+# --- transposed convolution ----------------------------------------------------------------
+
+def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any, padding: Any,
+                       output_padding: Any, groups: int, dilation: Any, spatial: int) -> Tensor:
+    """The transposed convolution as the input gradient of a convolution: the input spread out
+    by the stride, correlated with the flipped kernel (channels swapped per group)."""
+    x, w = _tensor(op, input, "input"), _tensor(op, weight, "weight")
+    b = None if bias is None else _tensor(op, bias, "bias")
+    x, added = _batched(op, x, spatial)
+    if w.ndim != spatial + 2:
+        raise ShapeError(f"{op}: expected a {spatial + 2}-D weight (C_in, C_out/groups, "
+                         f"{', '.join('k' * spatial) if spatial == 1 else 'kH, kW'}), but got "
+                         f"weight of size {format_shape(w.shape)}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}(): argument 'groups' must be int, not {type(groups).__name__}")
+    if groups < 1:
+        raise AttributeError_(f"{op}: non-positive groups is not supported, got groups={groups}")
+    stride_ = _ints(op, "stride", stride, spatial)
+    pad = _ints(op, "padding", padding, spatial)
+    out_pad = _ints(op, "output_padding", output_padding, spatial)
+    dilation_ = _ints(op, "dilation", dilation, spatial)
+    if any(s < 1 for s in stride_):
+        raise AttributeError_(f"{op}: non-positive stride is not supported")
+    if any(d < 1 for d in dilation_):
+        raise AttributeError_(f"{op}: dilation should be greater than zero")
+    if any(p < 0 for p in pad):
+        raise AttributeError_(f"{op}: negative padding is not supported")
+    if any(o < 0 or (o >= s and o >= d) for o, s, d in zip(out_pad, stride_, dilation_)):
+        raise AttributeError_(f"{op}: output padding must be smaller than either stride or "
+                              f"dilation, but got output_padding={list(out_pad)}, "
+                              f"stride={list(stride_)} and dilation={list(dilation_)}")
+    cin, cout_g = w.shape[0], w.shape[1]
+    kernel = tuple(w.shape[2:])
+    if cin % groups:
+        raise ShapeError(f"{op}: Given groups={groups}, expected weight to be divisible by "
+                         f"{groups} at dimension 0, but got weight of size "
+                         f"{format_shape(w.shape)} instead")
+    if x.shape[1] != cin:
+        raise ShapeError(f"{op}: Given transposed=1, weight of size {format_shape(w.shape)}, "
+                         f"expected input{format_shape(x.shape)} to have {cin} channels, but got "
+                         f"{x.shape[1]} channels instead")
+    if b is not None and (b.ndim != 1 or b.shape[0] != cout_g * groups):
+        raise ShapeError(f"{op}: Given transposed=1, weight of size {format_shape(w.shape)}, "
+                         f"expected bias to be 1-dimensional with {cout_g * groups} elements, but "
+                         f"got bias of size {format_shape(b.shape)} instead")
+    sizes = tuple(x.shape[2:])
+    out = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1
+                for n, s, p, d, k, o in zip(sizes, stride_, pad, dilation_, kernel, out_pad))
+    if any(o < 1 for o in out):
+        raise ShapeError(f"{op}: Given input size per channel: ({' x '.join(map(str, sizes))}). "
+                         f"Calculated output size per channel: ({' x '.join(map(str, out))}). "
+                         f"Output size is too small")
+    if spatial == 1:  # as a transposed conv2d over a height of 1
+        x = reshape_to(x, tuple(x.shape[:2]) + (1, sizes[0]), op)
+        w = reshape_to(w, tuple(w.shape[:2]) + (1, kernel[0]), op)
+        stride_, pad, out_pad, dilation_ = ((1,) + stride_, (0,) + pad, (0,) + out_pad,
+                                            (1,) + dilation_)
+        kernel = (1,) + kernel
+    n, c, h, wd = x.shape
+    (sh, sw), (kh, kw) = stride_, kernel
+    if (sh, sw) != (1, 1):
+        # zeros between the input's elements: each element followed by stride - 1 zeros, the
+        # zeros after the last one cropped again
+        spread = apply("tp.pad", reshape_to(x, (n, c, h, 1, wd, 1), op), low=(0,) * 6,
+                       high=(0, 0, 0, sh - 1, 0, sw - 1), mode="constant", value=0.0)
+        spread = reshape_to(spread, (n, c, h * sh, wd * sw), op)
+        x = apply("tp.pad", spread, low=(0, 0, 0, 0), high=(0, 0, 1 - sh, 1 - sw),
+                  mode="constant", value=0.0)
+    og = cout_g
+    wt = apply("tp.permute", reshape_to(w, (groups, cin // groups, og, kh, kw), op), dims=(0, 2, 1, 3, 4))
+    wt = apply("tp.flip", reshape_to(wt, (groups * og, cin // groups, kh, kw), op), dims=(2, 3))
+    conv_low, conv_high, crop_low, crop_high = [], [], [], []
+    for k, p, d, o in zip(kernel, pad, dilation_, out_pad):
+        reach = d * (k - 1)
+        # the convolution pads what it can; padding beyond the kernel's reach is cropped after
+        lo, hi = reach - p, reach - p + o
+        conv_low.append(lo if lo >= 0 else reach)
+        crop_low.append(0 if lo >= 0 else lo - reach)
+        conv_high.append(hi if hi >= 0 else reach)
+        crop_high.append(0 if hi >= 0 else hi - reach)
+    y = apply("tp.conv2d", x, wt, b, stride=(1, 1), padding=tuple(conv_low) + tuple(conv_high),
+              dilation=dilation_, groups=groups)
+    if any(crop_low) or any(crop_high):
+        y = apply("tp.pad", y, low=(0, 0) + tuple(crop_low), high=(0, 0) + tuple(crop_high),
+                  mode="constant", value=0.0)
+    if spatial == 1:
+        y = reshape_to(y, (y.shape[0], y.shape[1], y.shape[3]), op)
+    return _unbatched(op, y, added)
+
+
+@_amp.policy("lower")
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """2-D transposed convolution of an NCHW or CHW input with a (C_in, C_out/groups, kH, kW)
+    weight: the gradient of ``conv2d`` with respect to its input."""
+    return _conv_transpose_nd("conv_transpose2d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation, 2)
+
+
+@_amp.policy("lower")
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """1-D transposed convolution of an NCL or CL input with a (C_in, C_out/groups, k) weight."""
+    return _conv_transpose_nd("conv_transpose1d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation, 1)
+
+
+# --- 1-D pooling ---------------------------------------------------------------------------
+
+def _as_2d(op: str, input: Any) -> tuple[Tensor, bool]:
+    """An NCL or CL input as an N, C, 1, L image, and whether a batch dim was added."""
+    x, added = _batched(op, _tensor(op, input, "input"), 1)
+    return reshape_to(x, (x.shape[0], x.shape[1], 1, x.shape[2]), op), added
+
+
+def _from_2d(op: str, y: Tensor, added: bool) -> Tensor:
+    return _unbatched(op, reshape_to(y, (y.shape[0], y.shape[1], y.shape[3]), op), added)
+
+
+def _pool1d_args(op: str, kernel_size: Any, stride: Any, padding: Any) -> tuple[tuple[int, int], ...]:
+    kernel = _ints(op, "kernel_size", kernel_size, 1)
+    empty = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    stride_ = kernel if empty else _ints(op, "stride", stride, 1)
+    return (1,) + kernel, (1,) + stride_, (0,) + _ints(op, "padding", padding, 1)
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Maximum over 1-D windows of an NCL or CL input; with ``return_indices`` also the
+    position of each maximum along L."""
+    x, added = _as_2d("max_pool1d", input)
+    kernel, stride_, pad = _pool1d_args("max_pool1d", kernel_size, stride, padding)
+    attrs = dict(kernel_size=kernel, stride=stride_, padding=pad,
+                 dilation=(1,) + _ints("max_pool1d", "dilation", dilation, 1), ceil_mode=ceil_mode)
+    if return_indices:
+        y, idx = apply("tp.max_pool2d_with_indices", x, **attrs)
+        return _from_2d("max_pool1d", y, added), _from_2d("max_pool1d", idx, added)
+    return _from_2d("max_pool1d", apply("tp.max_pool2d", x, **attrs), added)
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """Mean over 1-D windows of an NCL or CL input."""
+    x, added = _as_2d("avg_pool1d", input)
+    kernel, stride_, pad = _pool1d_args("avg_pool1d", kernel_size, stride, padding)
+    y = apply("tp.avg_pool2d", x, kernel_size=kernel, stride=stride_, padding=pad,
+              ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=None)
+    return _from_2d("avg_pool1d", y, added)
+
+
+def _adaptive_sizes(op: str, x: Tensor, output_size: Any, spatial: int) -> tuple[int, ...]:
+    """``output_size`` (an int, or a sequence with ``None`` for "keep") as ints."""
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise ShapeError(f"{op}(): Expected {spatial + 1}D or {spatial + 2}D tensor, but got "
+                         f"{format_shape(x.shape)}")
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * spatial
+    if len(sizes) != spatial:
+        raise AttributeError_(f"{op}: output_size must be {spatial}")
+    for s in sizes:
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer, SymInt))):
+            raise TypeError(f"{op}(): argument 'output_size' must be an int or a tuple of "
+                            f"{spatial} ints, not {type(s).__name__}")
+    dims = tuple(x.shape[-spatial:])
+    out = tuple(int(s) if s is not None else d for s, d in zip(sizes, dims))
+    if any(o < 0 for o in out):
+        raise AttributeError_(f"{op}: elements of output_size must be greater than or equal to 0 "
+                              f"but received {list(out)}")
+    return out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    """Mean over the windows that split L into ``output_size`` near-equal parts."""
+    x = _tensor("adaptive_avg_pool1d", input, "input")
+    (size,) = _adaptive_sizes("adaptive_avg_pool1d", x, output_size, 1)
+    x4 = reshape_to(x, tuple(x.shape[:-1]) + (1, x.shape[-1]), "adaptive_avg_pool1d")
+    y = adaptive_avg_pool2d(x4, (1, size))
+    return reshape_to(y, tuple(y.shape[:-2]) + (y.shape[-1],), "adaptive_avg_pool1d")
+
+
+def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, int]:
+    """(out, widest) positions of each adaptive window ``[i*size//out, ceil((i+1)*size/out))``,
+    narrower windows padded with their last position, and the widest window's width."""
+    starts = (np.arange(out) * size) // out
+    ends = -((-(np.arange(out) + 1) * size) // out)
+    widest = int((ends - starts).max()) if out else 1
+    taps = np.minimum(starts[:, None] + np.arange(widest)[None, :], ends[:, None] - 1)
+    return taps.astype(np.int64), widest
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Maximum over the windows that split H and W into ``output_size`` near-equal parts
+    (``None`` keeps that size); with ``return_indices`` also the flat ``h * W + w`` position
+    of each maximum."""
+    op = "adaptive_max_pool2d"
+    x = _tensor(op, input, "input")
+    oh, ow = _adaptive_sizes(op, x, output_size, 2)
+    if x.dtype.is_bool:
+        raise DTypeError(f"{op}: not implemented for dtype {x.dtype.name}")
+    x, added = _batched(op, x, 2)
+    n, c, h, w = x.shape
+    if any(d == 0 for d in (c, h, w)):
+        raise ShapeError(f"{op}(): Expected input to have non-zero size for non-batch "
+                         f"dimensions, but input has sizes {format_shape(x.shape)}")
+    if oh > 0 and ow > 0 and h % oh == 0 and w % ow == 0:
+        kernel = (h // oh, w // ow)
+        y, idx = apply("tp.max_pool2d_with_indices", x, kernel_size=kernel, stride=kernel,
+                       padding=(0, 0), dilation=(1, 1), ceil_mode=False)
+    else:
+        rows, kh = _adaptive_windows(h, oh)
+        cols, kw = _adaptive_windows(w, ow)
+        # every window gathered to (N, C, oh, ow, kh * kw); its first maximum's tap picked
+        from . import indexing as I
+        from . import reduction as R
+        win = I.index_select(x, 2, apply("tp.constant", value=rows.reshape(-1)))
+        win = I.index_select(win, 3, apply("tp.constant", value=cols.reshape(-1)))
+        win = apply("tp.permute", reshape_to(win, (n, c, oh, kh, ow, kw), op), dims=(0, 1, 2, 4, 3, 5))
+        win = reshape_to(win, (n, c, oh, ow, kh * kw), op)
+        tap = R.argmax(win, -1, keepdim=True)
+        if x.dtype.is_floating_point:  # a window with NaNs: its last NaN, as PyTorch's kernel
+            from . import elementwise as E
+
+            nan = E.cast(E.isnan(win), dt.int32)
+            last = E.sub(kh * kw - 1, R.argmax(apply("tp.flip", nan, dims=(4,)), -1, keepdim=True))
+            tap = E.where(R.amax(nan, -1, keepdim=True) > 0, last, tap)
+        flat = (rows[:, None, :, None] * w + cols[None, :, None, :]).reshape(oh, ow, kh * kw)
+        table = apply("tp.broadcast_to", apply("tp.constant", value=flat), shape=(n, c, oh, ow, kh * kw))
+        idx = reshape_to(I.gather(table, 4, tap), (n, c, oh, ow), op)
+        y = reshape_to(I.gather(reshape_to(x, (n, c, h * w), op), 2,
+                                reshape_to(idx, (n, c, oh * ow), op)), (n, c, oh, ow), op)
+    if return_indices:
+        return _unbatched(op, y, added), _unbatched(op, idx, added)
+    return _unbatched(op, y, added)
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """Maximum over the windows that split L into ``output_size`` near-equal parts; with
+    ``return_indices`` also the position of each maximum along L."""
+    op = "adaptive_max_pool1d"
+    x = _tensor(op, input, "input")
+    (size,) = _adaptive_sizes(op, x, output_size, 1)
+    x4 = reshape_to(x, tuple(x.shape[:-1]) + (1, x.shape[-1]), op)
+    res = adaptive_max_pool2d(x4, (1, size), return_indices)
+
+    def back(t: Tensor) -> Tensor:
+        return reshape_to(t, tuple(t.shape[:-2]) + (t.shape[-1],), op)
+
+    return (back(res[0]), back(res[1])) if return_indices else back(res)
+
+
+# --- resampling ----------------------------------------------------------------------------
+
+_INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
+_LINEAR_RANK = {"linear": 3, "bilinear": 4, "trilinear": 5}
+
+
+def _interp_sizes(x: Tensor, size: Any, scale_factor: Any, recompute: bool | None
+                  ) -> tuple[tuple[int, ...], tuple[float | None, ...]]:
+    """Output sizes and the scale factors the source positions use (``None``: in / out)."""
+    op, spatial = "interpolate", x.ndim - 2
+    if size is not None and scale_factor is not None:
+        raise AttributeError_(f"{op}: only one of size or scale_factor should be defined")
+    if size is not None:
+        if isinstance(size, (tuple, list)) and len(size) != spatial:
+            raise AttributeError_(f"{op}: Input and output must have the same number of spatial "
+                                  f"dimensions, but got input with spatial dimensions of "
+                                  f"{list(x.shape[2:])} and output size of {list(size)}. Please "
+                                  f"provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                  f"output size in (o1, o2, ...,oK) format.")
+        out = _ints(op, "size", size, spatial)
+        if any(o < 1 for o in out):
+            raise AttributeError_(f"{op}: output sizes must be positive, but got size={list(out)}")
+        return out, (None,) * spatial
+    if scale_factor is None:
+        raise AttributeError_(f"{op}: either size or scale_factor should be defined")
+    if isinstance(scale_factor, (tuple, list)):
+        if len(scale_factor) != spatial:
+            raise AttributeError_(f"{op}: Input and scale_factor must have the same number of "
+                                  f"spatial dimensions, but got input with spatial dimensions of "
+                                  f"{list(x.shape[2:])} and scale_factor of shape "
+                                  f"{list(scale_factor)}. Please provide input tensor in (N, C, "
+                                  f"d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) "
+                                  f"format.")
+        scales = tuple(scale_factor)
+    else:
+        scales = (scale_factor,) * spatial
+    for s in scales:
+        if isinstance(s, bool) or not isinstance(s, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{op}(): argument 'scale_factor' must be a number or a tuple of "
+                            f"numbers, not {type(s).__name__}")
+    scales = tuple(float(s) for s in scales)
+    if any(s <= 0 for s in scales):
+        raise AttributeError_(f"{op}: scale_factor must be positive, but got {list(scales)}")
+    out = tuple(math.floor(float(d) * s) for d, s in zip(x.shape[2:], scales))
+    if any(o < 1 for o in out):
+        raise AttributeError_(f"{op}: the output size {list(out)} of input sizes "
+                              f"{list(x.shape[2:])} and scale_factor {list(scales)} is not "
+                              f"positive")
+    return out, ((None,) * spatial if recompute else scales)
+
+
+def _step(size: int, out: int, scale: float | None, align_corners: bool, np_dtype: Any) -> Any:
+    """The distance between source positions of neighbouring outputs, in the compute dtype."""
+    if align_corners:
+        return np_dtype.type((size - 1) / (out - 1) if out > 1 else 0.0)
+    if scale is not None and scale > 0:
+        return np_dtype.type(1.0 / scale)
+    return np_dtype.type(size) / np_dtype.type(out)
+
+
+def _nearest_dim(x: Tensor, dim: int, out: int, scale: float | None, exact: bool) -> Tensor:
+    from . import indexing as I
+
+    size = x.shape[dim]
+    f32 = np.dtype(np.float32)
+    step = _step(size, out, scale, False, f32)
+    dst = np.arange(out, dtype=np.float32)
+    src = np.floor((dst + np.float32(0.5)) * step if exact else dst * step).astype(np.int64)
+    src = np.minimum(src, size - 1)
+    if out == size and not exact:
+        return x
+    return I.index_select(x, dim, apply("tp.constant", value=src))
+
+
+def _linear_dim(x: Tensor, dim: int, out: int, scale: float | None, align_corners: bool) -> Tensor:
+    """Linear interpolation along ``dim``: ``w0 * x[i0] + w1 * x[i1]`` per output position, the
+    positions and weights computed in the compute dtype as PyTorch's kernels do."""
+    from . import elementwise as E
+    from . import indexing as I
+
+    size = x.shape[dim]
+    cdt = np.dtype(x.dtype.np_dtype)
+    step = _step(size, out, scale, align_corners, cdt)
+    dst = np.arange(out, dtype=cdt)
+    if align_corners:
+        src = dst * step
+    else:
+        src = np.maximum((dst + cdt.type(0.5)) * step - cdt.type(0.5), cdt.type(0))
+    i0 = np.minimum(src.astype(np.int64), size - 1)
+    i1 = i0 + (i0 < size - 1)
+    w1 = np.minimum(src - i0.astype(cdt), cdt.type(1))
+    w0 = cdt.type(1) - w1
+    shape = [1] * x.ndim
+    shape[dim] = out
+    lo = I.index_select(x, dim, apply("tp.constant", value=i0))
+    hi = I.index_select(x, dim, apply("tp.constant", value=i1))
+    return E.add(E.mul(apply("tp.constant", value=w0.reshape(shape)), lo),
+                 E.mul(apply("tp.constant", value=w1.reshape(shape)), hi))
+
+
+def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+                align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
+    """Resample the spatial dims of an (N, C, ...) input to ``size`` or by ``scale_factor``:
+    ``nearest``, ``nearest-exact``, ``linear`` (3-D), ``bilinear`` (4-D), ``trilinear`` (5-D)
+    or ``area`` (adaptive average pooling)."""
+    op = "interpolate"
+    x = _tensor(op, input, "input")
+    if mode not in _INTERP_MODES:
+        raise AttributeError_(f"{op}: unsupported mode {mode!r}; expected one of "
+                              f"{', '.join(_INTERP_MODES)}")
+    if mode in _LINEAR_RANK:
+        if x.ndim != _LINEAR_RANK[mode]:
+            raise ShapeError(f"{op}: Got {x.ndim}D input, but {mode} mode needs "
+                             f"{_LINEAR_RANK[mode]}D input")
+        if align_corners is None:
+            align_corners = False
+    else:
+        if align_corners is not None:
+            raise AttributeError_(f"{op}: align_corners option can only be set with the "
+                                  f"interpolating modes: linear | bilinear | bicubic | trilinear")
+        if x.ndim not in (3, 4, 5):
+            raise ShapeError(f"{op}: Input Error: Only 3D, 4D and 5D input Tensors supported "
+                             f"(got {x.ndim}D) for the modes: nearest | linear | bilinear | "
+                             f"bicubic | trilinear | area | nearest-exact (got {mode})")
+    if antialias:
+        raise AttributeError_(f"{op}: antialias=True is not supported")
+    if mode == "area" and recompute_scale_factor is None and scale_factor is not None:
+        recompute_scale_factor = True
+    out, scales = _interp_sizes(x, size, scale_factor, recompute_scale_factor)
+    if mode == "area":
+        return (adaptive_avg_pool1d(x, out) if x.ndim == 3 else adaptive_avg_pool2d(x, out)
+                if x.ndim == 4 else _adaptive_avg_pool3d(x, out))
+    if mode.startswith("nearest"):
+        y = x
+        for k in reversed(range(len(out))):
+            y = _nearest_dim(y, k + 2, out[k], scales[k], mode == "nearest-exact")
+        return y
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}: {mode} mode is not implemented for dtype {x.dtype.name}")
+    from . import elementwise as E
+
+    work = x.dtype.computes_in
+    y = E.cast(x, work) if work is not x.dtype else x
+    for k in reversed(range(len(out))):  # the last dim first, as PyTorch's kernels combine them
+        y = _linear_dim(y, k + 2, out[k], scales[k], align_corners)
+    return E.cast(y, x.dtype) if work is not x.dtype else y
+
+
+def _adaptive_avg_pool3d(x: Tensor, out: tuple[int, ...]) -> Tensor:
+    """``area`` resampling of a 5-D input: averaging matrices along each spatial dim."""
+    from . import linalg as L
+
+    y = x
+    for k in (2, 3, 4):
+        m = _averaging_matrix(x.shape[k], out[k - 2], x.dtype)
+        y = apply("tp.permute", y, dims=tuple(d for d in range(5) if d != k) + (k,))
+        y = L.matmul(y, apply("tp.permute", m, dims=(1, 0)))
+        back = list(range(4))
+        back.insert(k, 4)
+        y = apply("tp.permute", y, dims=tuple(back))
+    return y
+
+
+def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
+             align_corners: bool | None = None) -> Tensor:
+    """Deprecated name of :func:`interpolate`."""
+    import warnings
+
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def _shuffle_check(op: str, x: Tensor, factor: Any, name: str) -> int:
+    if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)):
+        raise TypeError(f"{op}(): argument '{name}' must be int, not {type(factor).__name__}")
+    if factor <= 0:
+        raise AttributeError_(f"{op}: {name} must be greater than 0, but got {factor}")
+    if x.ndim < 3:
+        raise ShapeError(f"{op} expects its input to have at least 3 dimensions, but got input "
+                         f"with {x.ndim} dimension(s)")
+    return int(factor)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """(*, C·r², H, W) → (*, C, H·r, W·r): each group of r² channels spread over an r × r block."""
+    op = "pixel_shuffle"
+    x = _tensor(op, input, "input")
+    r = _shuffle_check(op, x, upscale_factor, "upscale_factor")
+    *lead, c, h, w = x.shape
+    if c % (r * r):
+        raise ShapeError(f"{op} expects its input's 'channel' dimension to be divisible by the "
+                         f"square of upscale_factor, but input.size(-3)={c} is not divisible by "
+                         f"{r * r}")
+    k = len(lead)
+    y = reshape_to(x, tuple(lead) + (c // (r * r), r, r, h, w), op)
+    y = apply("tp.permute", y, dims=tuple(range(k)) + (k, k + 3, k + 1, k + 4, k + 2))
+    return reshape_to(y, tuple(lead) + (c // (r * r), h * r, w * r), op)
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """(*, C, H·r, W·r) → (*, C·r², H, W): the inverse of :func:`pixel_shuffle`."""
+    op = "pixel_unshuffle"
+    x = _tensor(op, input, "input")
+    r = _shuffle_check(op, x, downscale_factor, "downscale_factor")
+    *lead, c, h, w = x.shape
+    if h % r or w % r:
+        which = "height" if h % r else "width"
+        raise ShapeError(f"{op} expects {which} to be divisible by downscale_factor, but "
+                         f"input.size({-2 if h % r else -1})={h if h % r else w} is not "
+                         f"divisible by {r}")
+    k = len(lead)
+    y = reshape_to(x, tuple(lead) + (c, h // r, r, w // r, r), op)
+    y = apply("tp.permute", y, dims=tuple(range(k)) + (k, k + 2, k + 4, k + 1, k + 3))
+    return reshape_to(y, tuple(lead) + (c * r * r, h // r, w // r), op)
+
+
+# --- channel-wise dropout, instance normalization, distances -------------------------------
+
+def _feature_dropout(op: str, input: Any, p: float, training: bool, inplace: bool,
+                     mask_shape: tuple[Any, ...]) -> Tensor:
+    from . import creation as C
+    from . import elementwise as E
+    from . import random as RND
+
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}(): argument 'p' must be a number, not {type(p).__name__}")
+    if p < 0.0 or p > 1.0:
+        raise AttributeError_(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = _tensor(op, input, "input")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        out = E.mul(x, C.zeros((), dtype=x.dtype))
+    else:
+        keep = E.lt(RND.rand(mask_shape, dtype=dt.float32, device=C._device_like(x, None)), 1.0 - p)
+        out = E.mul(x, E.div(E.cast(keep, x.dtype), 1.0 - p))
+    return x._assign(out) if inplace else out
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p`` during
+    training, scaling the rest by ``1 / (1 - p)``."""
+    x = _tensor("dropout1d", input, "input")
+    if x.ndim not in (2, 3):
+        raise ShapeError(f"dropout1d: Expected 2D or 3D input, but received a {x.ndim}D input. "
+                         f"Note that dropout1d exists to provide channel-wise dropout on inputs "
+                         f"with 1 spatial dimension, a channel dimension, and an optional batch "
+                         f"dimension (i.e. 2D or 3D inputs).")
+    return _feature_dropout("dropout1d", x, p, training, inplace,
+                            tuple(x.shape[:-1]) + (1,))
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an (N, C, H, W) input with probability ``p`` during training,
+    scaling the rest by ``1 / (1 - p)``. A 3-D input is taken as (N, C, L), as PyTorch does."""
+    x = _tensor("dropout2d", input, "input")
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d: Expected 3D or 4D input, but received a {x.ndim}D input")
+    if x.ndim == 3:
+        import warnings
+
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+                      "1D dropout behavior is desired - input is interpreted as shape (N, C, L), "
+                      "where C is the channel dim. This behavior will change in a future release "
+                      "to interpret the input as one without a batch dimension, i.e. shape (C, "
+                      "H, W). To maintain the 1D channel-wise dropout behavior, please switch to "
+                      "using dropout1d instead.", stacklevel=2)
+    return _feature_dropout("dropout2d", x, p, training, inplace,
+                            tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
+
+
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True, momentum: float = 0.1,
+                  eps: float = 1e-5) -> Tensor:
+    """Normalize each channel of each sample over its spatial positions (``use_input_stats``,
+    which also moves the running statistics, averaged over the batch, in place) or by the
+    running statistics."""
+    from .._grad_mode import no_grad
+    from . import elementwise as E
+    from . import reduction as R
+
+    op = "instance_norm"
+    x = _tensor(op, input, "input")
+    if x.ndim < 3:
+        raise ShapeError(f"{op}: expected an (N, C, *) input with at least one spatial dim, but "
+                         f"got input of size {format_shape(x.shape)}")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}: not implemented for dtype {x.dtype.name}")
+    c = x.shape[1]
+    cshape = (1, c) + (1,) * (x.ndim - 2)
+    for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean),
+                    ("running_var", running_var)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(f"{op}: expected {name} of size [{c}] (one per channel), but got "
+                             f"{format_shape(t.shape)}")
+    work = x.dtype.computes_in
+    y = E.cast(x, work) if work is not x.dtype else x
+    dims = tuple(range(2, x.ndim))
+    if use_input_stats:
+        count = 1
+        for d in x.shape[2:]:
+            count *= d
+        if count <= 1:
+            raise AttributeError_(f"Expected more than 1 spatial element when training, got "
+                                  f"input size {format_shape(x.shape)}")
+        mean = R.mean(y, dims, keepdim=True)
+        centered = E.sub(y, mean)
+        var = R.mean(E.mul(centered, centered), dims, keepdim=True)
+        with no_grad():
+            if running_mean is not None:
+                batch_mean = R.mean(reshape_to(mean, tuple(x.shape[:2]), op), 0)
+                running_mean._assign(E.cast(E.add(E.mul(running_mean, 1 - momentum),
+                                                  E.mul(batch_mean, momentum)), running_mean.dtype))
+            if running_var is not None:
+                unbiased = E.mul(R.mean(reshape_to(var, tuple(x.shape[:2]), op), 0),
+                                 count / (count - 1))
+                running_var._assign(E.cast(E.add(E.mul(running_var, 1 - momentum),
+                                                 E.mul(unbiased, momentum)), running_var.dtype))
+    else:
+        if running_mean is None or running_var is None:
+            raise AttributeError_(f"{op}: Expected running_mean and running_var to be defined "
+                                  f"when use_input_stats is false")
+        centered = E.sub(y, reshape_to(E.cast(running_mean, work), cshape, op))
+        var = reshape_to(E.cast(running_var, work), cshape, op)
+    out = E.mul(centered, E.rsqrt(E.add(var, eps)))
+    if weight is not None:
+        out = E.mul(out, reshape_to(E.cast(weight, work), cshape, op))
+    if bias is not None:
+        out = E.add(out, reshape_to(E.cast(bias, work), cshape, op))
+    return E.cast(out, x.dtype) if work is not x.dtype else out
+
+
+@_amp.policy("fp32", cpu=False)
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (the inputs broadcast)."""
+    from . import elementwise as E
+    from . import reduction as R
+    from ._helpers import sqrt_zero_grad
+    from .shape import broadcast_tensors
+
+    op = "cosine_similarity"
+    a, b = _tensor(op, x1, "x1"), _tensor(op, x2, "x2")
+    for t in (a, b):
+        if not t.dtype.is_floating_point:
+            raise DTypeError(f"{op}: expected floating point inputs, but got {t.dtype.name}")
+    a, b = broadcast_tensors(a, b)
+    na = E.clamp(sqrt_zero_grad(R.sum(E.mul(a, a), dim, keepdim=True)), min=eps)
+    nb = E.clamp(sqrt_zero_grad(R.sum(E.mul(b, b), dim, keepdim=True)), min=eps)
+    return R.sum(E.mul(E.div(a, na), E.div(b, nb)), dim)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
+                      keepdim: bool = False) -> Tensor:
+    """The ``p``-norm of ``x1 - x2 + eps`` along the last dim."""
+    from . import elementwise as E
+    from . import reduction as R
+    from ._helpers import sqrt_zero_grad
+
+    op = "pairwise_distance"
+    a, b = _tensor(op, x1, "x1"), _tensor(op, x2, "x2")
+    for t in (a, b):
+        if not t.dtype.is_floating_point:
+            raise DTypeError(f"{op}: expected floating point inputs, but got {t.dtype.name}")
+    diff = E.add(E.sub(a, b), eps)
+    if p == math.inf:
+        return R.amax(E.abs(diff), -1, keepdim)
+    if p == -math.inf:
+        return R.amin(E.abs(diff), -1, keepdim)
+    if p == 0:
+        return R.sum(E.cast(E.ne(diff, 0), diff.dtype), -1, keepdim)
+    if p == 2:
+        return sqrt_zero_grad(R.sum(E.mul(diff, diff), -1, keepdim))
+    if p == 1:
+        return R.sum(E.abs(diff), -1, keepdim)
+    return E.pow(R.sum(E.pow(E.abs(diff), p), -1, keepdim), 1.0 / p)

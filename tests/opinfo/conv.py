@@ -343,6 +343,199 @@ def _pad_fn(lib, x, **kw):
     return F(lib, "pad")(x, **kw)
 
 
+# --- transposed convolution, 1-D and adaptive max pooling, resampling, pixel shuffle ------
+
+def _conv_transpose2d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Each input element's products with the kernel added into the output, then cropped."""
+    x, w = _f(x), _f(w)
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x[None]
+    (sh, sw), (ph, pw), (oph, opw), (dh, dw) = map(_pair, (stride, padding, output_padding, dilation))
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = c // groups
+    full = np.zeros((n, og * groups, (h - 1) * sh + dh * (kh - 1) + 1 + oph, (wd - 1) * sw + dw * (kw - 1) + 1 + opw))
+    for g in range(groups):
+        for i in range(h):
+            for j in range(wd):
+                for a in range(kh):
+                    for q in range(kw):
+                        full[:, g * og:(g + 1) * og, i * sh + a * dh, j * sw + q * dw] += np.einsum(
+                            "nc,co->no", x[:, g * cg:(g + 1) * cg, i, j], w[g * cg:(g + 1) * cg, :, a, q])
+    out = full[:, :, ph:full.shape[2] - ph, pw:full.shape[3] - pw]
+    if b is not None:
+        out = out + _f(b)[None, :, None, None]
+    return out[0] if unbatched else out
+
+
+def _conv_transpose1d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    one = (lambda v: (1, _pair(v)[0]))
+    zero = (lambda v: (0, _pair(v)[0]))
+    out = _conv_transpose2d_ref(_f(x)[..., None, :], _f(w)[:, :, None, :], b, one(stride), zero(padding),
+                                zero(output_padding), groups, one(dilation))
+    return out[..., 0, :]
+
+
+# (input shape, weight shape, with bias, kwargs)
+_CONV_TRANSPOSE2D = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), True, dict(stride=2, padding=1, output_padding=1)),
+    ((1, 4, 3, 4), (4, 3, 2, 3), False, dict(stride=(1, 2), padding=(1, 0), groups=2, dilation=(2, 1))),
+    ((2, 3, 3), (2, 2, 2, 2), True, dict(stride=3, padding=2, output_padding=(1, 2))),  # unbatched, cropped
+]
+
+
+def _conv_transpose_samples(cases):
+    def samples(rng, dtype):
+        out = []
+        for xs, ws, bias, kw in cases:
+            x = make_arg(rng, xs, dtype, low=-2, high=3)
+            w = make_arg(rng, ws, dtype, low=-2, high=3)
+            channels = ws[1] * kw.get("groups", 1)
+            args = (x, w, make_arg(rng, (channels,), dtype, low=-2, high=3)) if bias else (x, w)
+            out.append(Sample(args, dict(kw), desc=f"{xs} * {ws} {kw}{' bias' if bias else ''}"))
+        return out
+
+    return samples
+
+
+_CONV_TRANSPOSE1D = [
+    ((2, 3, 5), (3, 2, 3), True, dict(stride=2, padding=1, output_padding=1)),
+    ((4, 4), (4, 1, 2), False, dict(stride=3, groups=2, dilation=2)),  # unbatched
+]
+
+
+def _pool1d_ref(ref):
+    def run(x, kernel_size, stride=None, padding=0, **kw):
+        one = (lambda v: (1, _pair(v)[0]))
+        out = ref(np.asarray(x)[..., None, :], one(kernel_size), one(stride or kernel_size),
+                  (0, _pair(padding)[0]), **kw)
+        return tuple(o[..., 0, :] for o in out) if isinstance(out, tuple) else out[..., 0, :]
+
+    return run
+
+
+_POOL1D = [
+    ((2, 3, 8), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ((3, 7), dict(kernel_size=2)),  # unbatched
+]
+
+
+def _pool1d_samples(cases):
+    def samples(rng, dtype):
+        out = [Sample((make_arg(rng, shape, dtype),), dict(kw), desc=f"{shape} {kw}") for shape, kw in cases]
+        if dtype.is_integer:  # ties: the index of the first maximum wins
+            out.append(Sample((make_arg(rng, (2, 9), dtype, low=0, high=2),),
+                              dict(kernel_size=3, stride=2, padding=1), desc="ties"))
+        return out
+
+    return samples
+
+
+def _adaptive_max_ref(x, output_size, return_indices=False):
+    x = _f(x)
+    h, w = x.shape[-2:]
+    oh, ow = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    oh, ow = oh if oh is not None else h, ow if ow is not None else w
+    out, idx = np.zeros(x.shape[:-2] + (oh, ow)), np.zeros(x.shape[:-2] + (oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            r0, r1 = (i * h) // oh, -((-(i + 1) * h) // oh)
+            c0, c1 = (j * w) // ow, -((-(j + 1) * w) // ow)
+            window = x[..., r0:r1, c0:c1].reshape(x.shape[:-2] + (-1,))
+            first = np.argmax(window, axis=-1)  # the first maximum, or PyTorch's last NaN
+            k = window.shape[-1]
+            last_nan = k - 1 - np.argmax(np.isnan(window[..., ::-1]), axis=-1)
+            first = np.where(np.isnan(window).any(axis=-1), last_nan, first)
+            out[..., i, j] = window.max(axis=-1)
+            idx[..., i, j] = (r0 + first // (c1 - c0)) * w + c0 + first % (c1 - c0)
+    return (out, idx) if return_indices else out
+
+
+_ADAPTIVE_MAX = [((2, 3, 7, 5), (3, 4)), ((3, 8, 6), (4, None)), ((1, 2, 3, 4), (5, 7))]
+
+
+def _adaptive_max_samples(rng, dtype):
+    out = [Sample((make_arg(rng, s, dtype),), dict(output_size=o), desc=f"{s} -> {o}")
+           for s, o in _ADAPTIVE_MAX]
+    if dtype.is_floating_point:
+        x = make_arg(rng, (1, 2, 5, 7), dtype)
+        x[0, 0, 0, 0] = x[0, 0, 1, 1] = x[0, 1, 4, 6] = np.nan
+        x[0, 1, 0, :] = -np.inf
+        out.append(Sample((x,), dict(output_size=(3, 4)), desc="nan and -inf, windows overlap"))
+    return out
+
+
+def _interp_ref(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Each output position's source positions and weights, one spatial dim at a time."""
+    out = _f(x)
+    spatial = out.ndim - 2
+    sizes = _pair(size) if spatial == 2 and size is not None else (
+        (size,) if isinstance(size, int) else size)
+    scales = None
+    if size is None:
+        scales = (scale_factor,) * spatial if not isinstance(scale_factor, (tuple, list)) else scale_factor
+        sizes = tuple(math.floor(n * s) for n, s in zip(out.shape[2:], scales))
+    for k in range(spatial):
+        dim, n, o = 2 + k, out.shape[2 + k], sizes[k]
+        step = 1 / scales[k] if scales else n / o
+        rows = []
+        for j in range(o):
+            if mode == "nearest":
+                rows.append({min(math.floor(j * step), n - 1): 1.0})
+            else:
+                if align_corners:
+                    src = j * (n - 1) / (o - 1) if o > 1 else 0.0
+                else:
+                    src = max((j + 0.5) * step - 0.5, 0.0)
+                i0 = min(int(src), n - 1)
+                i1 = min(i0 + 1, n - 1)
+                lam = src - i0
+                rows.append({i0: 1.0} if i0 == i1 else {i0: 1 - lam, i1: lam})
+        m = np.zeros((o, n))
+        for j, row in enumerate(rows):
+            for i, wgt in row.items():
+                m[j, i] += wgt
+        out = np.moveaxis(np.tensordot(m, np.moveaxis(out, dim, 0), axes=(1, 0)), 0, dim)
+    return out
+
+
+# (input shape, kwargs); the scales keep source positions off exact integer boundaries
+_INTERP_NEAREST = [((2, 3, 4, 5), dict(scale_factor=2)), ((1, 2, 5, 7), dict(size=(3, 9))),
+                   ((2, 3, 5), dict(size=11))]
+_INTERP_LINEAR = [((2, 3, 4, 5), dict(size=(7, 9), mode="bilinear")),
+                  ((1, 2, 7, 9), dict(scale_factor=0.5, mode="bilinear")),
+                  ((1, 2, 5, 4), dict(size=(7, 6), mode="bilinear", align_corners=True)),
+                  ((2, 3, 5), dict(scale_factor=2.5, mode="linear"))]
+
+
+def _interp_samples(cases):
+    def samples(rng, dtype):
+        return [Sample((make_arg(rng, s, dtype),), dict(kw), desc=f"{s} {kw}") for s, kw in cases]
+
+    return samples
+
+
+def _pixel_shuffle_ref(x, upscale_factor):
+    x = _f(x)
+    r = upscale_factor
+    *lead, c, h, w = x.shape
+    out = np.zeros(tuple(lead) + (c // (r * r), h * r, w * r))
+    for ch in range(c):
+        out[..., ch // (r * r), (ch // r) % r::r, ch % r::r] = x[..., ch, :, :]
+    return out
+
+
+def _pixel_unshuffle_ref(x, downscale_factor):
+    x = _f(x)
+    r = downscale_factor
+    *lead, c, h, w = x.shape
+    out = np.zeros(tuple(lead) + (c * r * r, h // r, w // r))
+    for ch in range(c * r * r):
+        out[..., ch, :, :] = x[..., ch // (r * r), (ch // r) % r::r, ch % r::r]
+    return out
+
+
 OPS = [
     OpInfo("conv2d", lambda lib, *a, **kw: F(lib, "conv2d")(*a, **kw), _conv2d_ref,
            _conv_samples(_CONV2D, 2), dtypes=FLOATS + CONV_INTS),
@@ -374,6 +567,43 @@ OPS = [
            dtypes=FLOATS + INTS),
     OpInfo("pad_circular", _pad_fn, lambda x, **kw: _pad_ref(x, **kw), _pad_mode_samples("circular"),
            dtypes=FLOATS + INTS + (tp.bool,)),
+    OpInfo("conv_transpose2d", lambda lib, *a, **kw: F(lib, "conv_transpose2d")(*a, **kw), _conv_transpose2d_ref,
+           _conv_transpose_samples(_CONV_TRANSPOSE2D), dtypes=FLOATS + CONV_INTS,
+           # PyTorch's CPU float16 kernel rounds partial sums: 3 ulps (0.0117 at -4.95) off the
+           # float64 result, which tensorplay (rounding once) matches within the float16 tolerance
+           torch_skip_dtypes=(tp.float16,)),
+    OpInfo("conv_transpose1d", lambda lib, *a, **kw: F(lib, "conv_transpose1d")(*a, **kw), _conv_transpose1d_ref,
+           _conv_transpose_samples(_CONV_TRANSPOSE1D)),
+    OpInfo("max_pool1d", lambda lib, x, **kw: F(lib, "max_pool1d")(x, **kw), _pool1d_ref(_max_pool2d_ref),
+           _pool1d_samples(_POOL1D), dtypes=FLOATS + INTS, torch_skip_dtypes=INTS),
+    OpInfo("max_pool1d_indices", lambda lib, x, **kw: F(lib, "max_pool1d")(x, return_indices=True, **kw),
+           lambda x, **kw: _pool1d_ref(_max_pool2d_ref)(x, return_indices=True, **kw),
+           _pool1d_samples(_POOL1D)),
+    OpInfo("avg_pool1d", lambda lib, x, **kw: F(lib, "avg_pool1d")(x, **kw), _pool1d_ref(_avg_pool2d_ref),
+           _pool1d_samples(_POOL1D + [((2, 3, 8), dict(kernel_size=3, stride=2, padding=1,
+                                                      count_include_pad=False))])),
+    OpInfo("adaptive_avg_pool1d", lambda lib, x, o: F(lib, "adaptive_avg_pool1d")(x, o),
+           lambda x, o: _adaptive_ref(np.asarray(x)[..., None, :], (1, o))[..., 0, :],
+           lambda rng, d: [Sample((make_arg(rng, (2, 3, 7), d), 3)), Sample((make_arg(rng, (3, 4), d), 6))]),
+    OpInfo("adaptive_max_pool2d", lambda lib, x, **kw: F(lib, "adaptive_max_pool2d")(x, **kw),
+           _adaptive_max_ref, _adaptive_max_samples, dtypes=FLOATS + (tp.int64,), torch_skip_dtypes=(tp.int64,)),
+    OpInfo("adaptive_max_pool2d_indices",
+           lambda lib, x, **kw: F(lib, "adaptive_max_pool2d")(x, return_indices=True, **kw),
+           lambda x, **kw: _adaptive_max_ref(x, return_indices=True, **kw), _adaptive_max_samples),
+    OpInfo("adaptive_max_pool1d_indices",
+           lambda lib, x, o: F(lib, "adaptive_max_pool1d")(x, o, return_indices=True),
+           lambda x, o: tuple(r[..., 0, :] for r in _adaptive_max_ref(np.asarray(x)[..., None, :], (1, o), True)),
+           lambda rng, d: [Sample((make_arg(rng, (2, 3, 7), d), 3)), Sample((make_arg(rng, (3, 4), d), 2))]),
+    OpInfo("interpolate_nearest", lambda lib, x, **kw: F(lib, "interpolate")(x, **kw), _interp_ref,
+           _interp_samples(_INTERP_NEAREST), dtypes=FLOATS + (tp.uint8,)),
+    OpInfo("interpolate_linear", lambda lib, x, **kw: F(lib, "interpolate")(x, **kw), _interp_ref,
+           _interp_samples(_INTERP_LINEAR)),
+    OpInfo("pixel_shuffle", lambda lib, x, r: F(lib, "pixel_shuffle")(x, r), _pixel_shuffle_ref,
+           lambda rng, d: [Sample((make_arg(rng, (2, 8, 3, 5), d), 2)), Sample((make_arg(rng, (9, 2, 3), d), 3))],
+           dtypes=ALL_DTYPES),
+    OpInfo("pixel_unshuffle", lambda lib, x, r: F(lib, "pixel_unshuffle")(x, r), _pixel_unshuffle_ref,
+           lambda rng, d: [Sample((make_arg(rng, (1, 2, 6, 9), d), 3)), Sample((make_arg(rng, (2, 4, 6), d), 2))],
+           dtypes=ALL_DTYPES),
 ]
 
 
@@ -503,4 +733,20 @@ ERRORS = [
     ErrorCase("pad_replicate_crops_to_nothing",
               lambda lib: F(lib, "pad")(_x(lib, 2, 3, 4), (-2, -2), mode="replicate"), RuntimeError,
               r"input is too small"),
+    ErrorCase("conv_transpose2d_channel_mismatch",
+              lambda lib: F(lib, "conv_transpose2d")(_x(lib, 1, 3, 4, 4), _x(lib, 2, 2, 3, 3)), RuntimeError,
+              r"Given transposed=1, weight of size \[2, 2, 3, 3\], expected input\[1, 3, 4, 4\] to have 2 "
+              r"channels, but got 3 channels instead"),
+    ErrorCase("conv_transpose2d_output_padding_too_large",
+              lambda lib: F(lib, "conv_transpose2d")(_x(lib, 1, 2, 4, 4), _x(lib, 2, 2, 3, 3), stride=2,
+                                                     output_padding=2),
+              RuntimeError, r"output padding must be smaller than either stride or dilation"),
+    ErrorCase("pixel_shuffle_channels_not_divisible",
+              lambda lib: F(lib, "pixel_shuffle")(_x(lib, 1, 6, 2, 2), 2), RuntimeError,
+              r"input.size\(-3\)=6 is not divisible by 4"),
+    ErrorCase("interpolate_size_and_scale", lambda lib: F(lib, "interpolate")(_x(lib, 1, 2, 4, 4), size=3,
+                                                                             scale_factor=2),
+              ValueError, r"only one of size or scale_factor should be defined"),
+    ErrorCase("adaptive_max_pool2d_rank", lambda lib: F(lib, "adaptive_max_pool2d")(_x(lib, 4, 4), 2),
+              RuntimeError, r"adaptive_max_pool2d\(\): Expected 3D or 4D tensor"),
 ]

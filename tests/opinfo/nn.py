@@ -392,6 +392,185 @@ def _elu_ref(x, alpha=1.0):
     return np.where(x > 0, x, alpha * np.expm1(x))
 
 
+# --- instance normalization, distances ------------------------------------------------------
+
+def _instance_norm_ref(x, running_mean=None, running_var=None, weight=None, bias=None, eps=1e-5):
+    x = _f(x)
+    axes = tuple(range(2, x.ndim))
+    out = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        out = out * _f(weight).reshape(shape)
+    if bias is not None:
+        out = out + _f(bias).reshape(shape)
+    return out
+
+
+def _instance_norm_samples(rng, d):
+    return [Sample((make_arg(rng, (2, 3, 7), d),), desc="1-d"),
+            Sample((make_arg(rng, (2, 3, 4, 5), d), None, None, make_arg(rng, (3,), d), make_arg(rng, (3,), d)),
+                   {"eps": 1e-3}, desc="2-d affine")]
+
+
+def _cosine_ref(x1, x2, dim=1, eps=1e-8):
+    a, b = np.broadcast_arrays(_f(x1), _f(x2))
+    na = np.maximum(np.sqrt((a * a).sum(axis=dim, keepdims=True)), eps)
+    nb = np.maximum(np.sqrt((b * b).sum(axis=dim, keepdims=True)), eps)
+    return ((a / na) * (b / nb)).sum(axis=dim)
+
+
+def _pairwise_ref(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    diff = np.abs(_f(x1) - _f(x2) + eps)
+    if p == math.inf:
+        return diff.max(axis=-1, keepdims=keepdim)
+    return (diff ** p).sum(axis=-1, keepdims=keepdim) ** (1 / p)
+
+
+def _distance_samples(rng, d):
+    return [Sample((make_arg(rng, (4, 5), d), make_arg(rng, (4, 5), d)), desc="same shapes"),
+            Sample((make_arg(rng, (3, 5), d), make_arg(rng, (1, 5), d)), {"dim": -1}, desc="broadcast")]
+
+
+def _pairwise_samples(rng, d):
+    return [Sample((make_arg(rng, (4, 5), d), make_arg(rng, (4, 5), d)), desc="p=2"),
+            Sample((make_arg(rng, (3, 5), d), make_arg(rng, (1, 5), d)), {"p": 1.0, "keepdim": True},
+                   desc="p=1 broadcast keepdim"),
+            Sample((make_arg(rng, (2, 3, 4), d), make_arg(rng, (2, 3, 4), d)), {"p": math.inf}, desc="inf")]
+
+
+def _channel_dropout_kept_or_zero(lib, x, p, fn):
+    """Whether every channel of a channel-wise dropout is zeroed whole or kept scaled by 1 / (1 - p)."""
+    y = getattr(lib.nn.functional, fn)(x, p=p, training=True)
+    ratio = y / x
+    flat = ratio.reshape(x.shape[0] * x.shape[1], -1)
+    kept = (flat - 1 / (1 - p)).abs() < 1e-2
+    zero = flat == 0
+    return (kept.all(dim=1) | zero.all(dim=1)).all()
+
+
+# --- shrinkage activations, PReLU, RReLU, the margin and likelihood losses, CTC ----------------
+
+def _shrink_samples(rng, d):
+    return [Sample((make_arg(rng, (4, 6), d),), {"lambd": 0.7}, desc="lambd 0.7"),
+            Sample((np.array([-1.0, -0.5, 0.0, 0.25, 0.5, 2.0], d.np_dtype),), desc="edges")]
+
+
+def _prelu_samples(rng, d):
+    return [Sample((make_arg(rng, (2, 3, 4), d), make_arg(rng, (3,), d, low=0, high=1)),
+                   desc="per channel"),
+            Sample((make_arg(rng, (5,), d), make_arg(rng, (1,), d, low=0, high=1)), desc="shared")]
+
+
+def _prelu_ref(x, w):
+    x, w = _f(x), _f(w)
+    shape = (1, -1) + (1,) * (x.ndim - 2) if x.ndim > 1 and w.size > 1 else ()
+    return np.where(x > 0, x, w.reshape(shape) * x)
+
+
+def _loss_samples(make, kwargs=({},)):
+    """One sample per reduction for each keyword set; ``make(rng, d)`` gives the arguments."""
+    def samples(rng, d):
+        return [Sample(make(rng, d), dict(kw, reduction=r), desc=f"{r} {kw}")
+                for kw in kwargs for r in ("none", "mean", "sum")]
+
+    return samples
+
+
+def _signs(rng, shape, d):
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0).astype(d.np_dtype)
+
+
+def _poisson_ref(x, t, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    x, t = _f(x), _f(t)
+    loss = np.exp(x) - t * x if log_input else x - t * np.log(x + eps)
+    if full:
+        safe = np.where(t > 1, t, 1.0)
+        loss = loss + np.where(t > 1, safe * np.log(safe) - safe + 0.5 * np.log(2 * np.pi * safe), 0.0)
+    return _reduce(loss, reduction)
+
+
+def _gaussian_ref(x, t, var, full=False, eps=1e-6, reduction="mean"):
+    x, t, var = _f(x), _f(t), np.maximum(_f(var), eps)
+    if var.shape == x.shape[:-1]:
+        var = var[..., None]
+    loss = 0.5 * (np.log(var) + (x - t) ** 2 / var) + (0.5 * np.log(2 * np.pi) if full else 0.0)
+    return _reduce(loss, reduction)
+
+
+def _cosine_embedding_ref(a, b, y, margin=0.0, reduction="mean"):
+    a, b, y = _f(a), _f(b), _f(y)
+    cos = (a * b).sum(-1) / np.sqrt(((a * a).sum(-1) + 1e-12) * ((b * b).sum(-1) + 1e-12))
+    loss = np.where(y == 1, 1 - cos, 0.0) + np.where(y == -1, np.maximum(cos - margin, 0), 0.0)
+    return _reduce(loss, reduction)
+
+
+def _multi_margin_ref(x, y, p=1, margin=1.0, weight=None, reduction="mean"):
+    x = np.atleast_2d(_f(x))
+    y = np.asarray(y).reshape(-1)
+    picked = x[np.arange(len(y)), y][:, None]
+    terms = np.maximum(margin - picked + x, 0) ** p
+    if weight is not None:
+        terms = terms * _f(weight)[y][:, None]
+    terms[np.arange(len(y)), y] = 0
+    return _reduce(terms.sum(1) / x.shape[1], reduction)
+
+
+def _multilabel_margin_ref(x, y, reduction="mean"):
+    x2, y2 = np.atleast_2d(_f(x)), np.atleast_2d(np.asarray(y))
+    out = []
+    for row, labels in zip(x2, y2):
+        stop = list(labels).index(-1) if -1 in list(labels) else len(labels)
+        labels = labels[:stop]
+        others = [i for i in range(len(row)) if i not in set(labels)]
+        out.append(sum(max(0.0, 1 - (row[j] - row[i])) for j in labels for i in others) / len(row))
+    loss = np.array(out)
+    return _reduce(loss if np.ndim(x) == 2 else loss[0], reduction)
+
+
+def _triplet_ref(a, p, n, margin=1.0, p_norm=2.0, eps=1e-6, swap=False, reduction="mean"):
+    def dist(u, v):
+        return (np.abs(_f(u) - _f(v) + eps) ** p_norm).sum(-1) ** (1 / p_norm)
+
+    d_neg = dist(a, n)
+    if swap:
+        d_neg = np.minimum(d_neg, dist(p, n))
+    return _reduce(np.maximum(margin + dist(a, p) - d_neg, 0), reduction)
+
+
+def _ctc_ref(logits, targets, input_lengths, target_lengths, blank=0, reduction="mean"):
+    lp = _log_softmax(logits, 2)
+    losses = []
+    for n in range(lp.shape[1]):
+        labels = np.asarray(targets)[n, :target_lengths[n]]
+        ext = [blank]
+        for c in labels:
+            ext += [int(c), blank]
+        alpha = np.full(len(ext), -np.inf)
+        alpha[0] = lp[0, n, ext[0]]
+        if len(ext) > 1:
+            alpha[1] = lp[0, n, ext[1]]
+        for t in range(1, input_lengths[n]):
+            new = np.full(len(ext), -np.inf)
+            for s in range(len(ext)):
+                terms = [alpha[s]] + ([alpha[s - 1]] if s >= 1 else [])
+                if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
+                    terms.append(alpha[s - 2])
+                new[s] = np.logaddexp.reduce(terms) + lp[t, n, ext[s]]
+            alpha = new
+        losses.append(-np.logaddexp.reduce(alpha[-2:] if len(ext) > 1 else alpha[-1:]))
+    loss = np.array(losses)
+    if reduction == "mean":
+        return np.mean(loss / np.maximum(np.asarray(target_lengths), 1))
+    return _reduce(loss, reduction)
+
+
+def _ctc_samples(rng, d):
+    targets = rng.integers(1, 5, size=(3, 3)).astype(np.int64)
+    targets[0, 1] = targets[0, 0]  # a repeated label needs a blank between
+    lengths = (np.array([6, 4, 5], np.int64), np.array([3, 0, 2], np.int64))
+    return [Sample((make_arg(rng, (6, 3, 5), d), targets) + lengths, {"reduction": r}, desc=r)
+            for r in ("none", "mean", "sum")]
+
 OPS = [
     OpInfo("nn_linear", lambda lib, x, w, b: F(lib).linear(x, w, b), _linear_ref, _linear_samples),
     OpInfo("nn_embedding", lambda lib, i, w, **kw: F(lib).embedding(i, w, **kw), _embedding_ref,
@@ -438,6 +617,16 @@ OPS = [
            lambda rng, d: [Sample((make_arg(rng, (4, 3, 2), d), make_arg(rng, (3,), d),
                                    make_arg(rng, (3,), d, low=0.5, high=2)))],
            dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_instance_norm", lambda lib, x, *a, **kw: F(lib).instance_norm(x, *a, **kw), _instance_norm_ref,
+           _instance_norm_samples),
+    OpInfo("nn_cosine_similarity", lambda lib, a, b, **kw: F(lib).cosine_similarity(a, b, **kw), _cosine_ref,
+           _distance_samples),
+    OpInfo("nn_pairwise_distance", lambda lib, a, b, **kw: F(lib).pairwise_distance(a, b, **kw), _pairwise_ref,
+           _pairwise_samples),
+    OpInfo("nn_dropout2d_training", lambda lib, x: _channel_dropout_kept_or_zero(lib, x, 0.4, "dropout2d"),
+           lambda x: np.bool_(True), lambda rng, d: [Sample((make_arg(rng, (6, 8, 2, 3), d, low=0.5, high=2),))]),
+    OpInfo("nn_dropout1d_training", lambda lib, x: _channel_dropout_kept_or_zero(lib, x, 0.4, "dropout1d"),
+           lambda x: np.bool_(True), lambda rng, d: [Sample((make_arg(rng, (6, 8, 5), d, low=0.5, high=2),))]),
     OpInfo("nn_rms_norm", lambda lib, x, s, *w, **kw: F(lib).rms_norm(x, s, *w, **kw), _rms_norm_ref,
            lambda rng, d: [Sample((make_arg(rng, (2, 3, 4), d), (4,), make_arg(rng, (4,), d)),
                                   {"eps": 1e-5}, desc="weight"),
@@ -479,6 +668,81 @@ OPS = [
          lambda x: _f(x) / (1 + np.exp(-_f(x)))),
     _act("nn_gelu_module_default", lambda lib, x: lib.nn.GELU()(x),
          lambda x: 0.5 * _f(x) * (1 + _erf(_f(x) / math.sqrt(2)))),
+    _act("nn_hardshrink", lambda lib, x, **kw: F(lib).hardshrink(x, **kw),
+         lambda x, lambd=0.5: np.where(np.abs(_f(x)) > lambd, _f(x), 0.0), samples=_shrink_samples),
+    _act("nn_softshrink", lambda lib, x, **kw: F(lib).softshrink(x, **kw),
+         lambda x, lambd=0.5: np.where(_f(x) > lambd, _f(x) - lambd,
+                                       np.where(_f(x) < -lambd, _f(x) + lambd, 0.0)),
+         samples=_shrink_samples),
+    OpInfo("nn_prelu", lambda lib, x, w: F(lib).prelu(x, w), _prelu_ref, _prelu_samples),
+    _act("nn_rrelu_eval", lambda lib, x: F(lib).rrelu(x, 0.1, 0.3),
+         lambda x: np.where(_f(x) > 0, _f(x), 0.2 * _f(x))),
+    OpInfo("nn_poisson_nll_loss", lambda lib, x, t, **kw: F(lib).poisson_nll_loss(x, t, **kw),
+           _poisson_ref, _loss_samples(
+               lambda rng, d: (make_arg(rng, (3, 4), d, low=0.1, high=2),
+                               rng.poisson(2.0, (3, 4)).astype(d.np_dtype)),
+               kwargs=({}, {"log_input": False, "full": True})), dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_gaussian_nll_loss", lambda lib, x, t, v, **kw: F(lib).gaussian_nll_loss(x, t, v, **kw),
+           _gaussian_ref, lambda rng, d: [
+               Sample((make_arg(rng, (3, 4), d), make_arg(rng, (3, 4), d),
+                       make_arg(rng, (3, 4), d, low=0.1, high=2)), {"reduction": "none"}, desc="per element"),
+               Sample((make_arg(rng, (3, 4), d), make_arg(rng, (3, 4), d),
+                       make_arg(rng, (3,), d, low=0.1, high=2)), {"full": True}, desc="shared, full")],
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_margin_ranking_loss",
+           lambda lib, a, b, y, **kw: F(lib).margin_ranking_loss(a, b, y, **kw),
+           lambda a, b, y, margin=0.0, reduction="mean": _reduce(
+               np.maximum(-_f(y) * (_f(a) - _f(b)) + margin, 0), reduction),
+           _loss_samples(lambda rng, d: (make_arg(rng, (6,), d), make_arg(rng, (6,), d),
+                                         _signs(rng, (6,), d)), kwargs=({"margin": 0.5},)),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_hinge_embedding_loss", lambda lib, x, y, **kw: F(lib).hinge_embedding_loss(x, y, **kw),
+           lambda x, y, margin=1.0, reduction="mean": _reduce(
+               np.where(_f(y) == 1, _f(x), np.maximum(margin - _f(x), 0)), reduction),
+           _loss_samples(lambda rng, d: (make_arg(rng, (3, 4), d), _signs(rng, (3, 4), d))),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_soft_margin_loss", lambda lib, x, y, **kw: F(lib).soft_margin_loss(x, y, **kw),
+           lambda x, y, reduction="mean": _reduce(np.logaddexp(0, -_f(y) * _f(x)), reduction),
+           _loss_samples(lambda rng, d: (make_arg(rng, (3, 4), d), _signs(rng, (3, 4), d))),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_multilabel_soft_margin_loss",
+           lambda lib, x, y, *w, **kw: F(lib).multilabel_soft_margin_loss(x, y, *w, **kw),
+           lambda x, y, w=None, reduction="mean": _reduce(
+               ((np.logaddexp(0, -_f(x)) * _f(y) + np.logaddexp(0, _f(x)) * (1 - _f(y)))
+                * (1.0 if w is None else _f(w))).mean(-1), reduction),
+           _loss_samples(lambda rng, d: (make_arg(rng, (3, 4), d), make_arg(rng, (3, 4), d, low=0, high=1),
+                                         make_arg(rng, (4,), d, low=0.5, high=2))),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_cosine_embedding_loss",
+           lambda lib, a, b, y, **kw: F(lib).cosine_embedding_loss(a, b, y, **kw), _cosine_embedding_ref,
+           _loss_samples(lambda rng, d: (make_arg(rng, (5, 4), d), make_arg(rng, (5, 4), d),
+                                         _signs(rng, (5,), d)), kwargs=({"margin": 0.2},)),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_multi_margin_loss", lambda lib, x, y, **kw: F(lib).multi_margin_loss(x, y, **kw),
+           _multi_margin_ref, _loss_samples(
+               lambda rng, d: (make_arg(rng, (5, 4), d), rng.integers(0, 4, size=5).astype(np.int64)),
+               kwargs=({}, {"p": 2, "margin": 0.5})), dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_multilabel_margin_loss", lambda lib, x, y, **kw: F(lib).multilabel_margin_loss(x, y, **kw),
+           _multilabel_margin_ref, _loss_samples(
+               lambda rng, d: (make_arg(rng, (3, 4), d),
+                               np.array([[3, 0, -1, 1], [1, 2, 3, -1], [-1, 0, 0, 0]], np.int64))),
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_triplet_margin_loss",
+           lambda lib, a, p, n, **kw: F(lib).triplet_margin_loss(a, p, n, **kw),
+           lambda a, p, n, margin=1.0, p_norm=2.0, swap=False, reduction="mean": _triplet_ref(
+               a, p, n, margin, p_norm, swap=swap, reduction=reduction),
+           _loss_samples(lambda rng, d: tuple(make_arg(rng, (5, 4), d) for _ in range(3)),
+                         kwargs=({}, {"swap": True, "margin": 2.0})), dtypes=(tp.float32, tp.float64)),
+    OpInfo("nn_triplet_margin_with_distance_loss",
+           lambda lib, a, p, n, **kw: F(lib).triplet_margin_with_distance_loss(a, p, n, **kw),
+           lambda a, p, n, swap=False, reduction="mean": _triplet_ref(a, p, n, swap=swap,
+                                                                      reduction=reduction),
+           _loss_samples(lambda rng, d: tuple(make_arg(rng, (5, 4), d) for _ in range(3)),
+                         kwargs=({"swap": True},)), dtypes=(tp.float32, tp.float64)),
+    # through log_softmax: PyTorch's ctc_loss gradient is the gradient of the logits, not of
+    # log_probs, so the two agree only for log-probabilities made by log_softmax
+    OpInfo("nn_ctc_loss", lambda lib, x, t, il, tl, **kw: F(lib).ctc_loss(x.log_softmax(2), t, il, tl, **kw),
+           _ctc_ref, _ctc_samples, dtypes=(tp.float32, tp.float64)),
 ]
 
 ERRORS = [

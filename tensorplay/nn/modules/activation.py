@@ -15,6 +15,7 @@ __all__ = [
     "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "LeakyReLU", "ELU", "SELU", "CELU",
     "Softplus", "Softsign", "LogSigmoid", "Hardtanh", "Hardsigmoid", "Hardswish", "Mish",
     "Tanhshrink", "Threshold", "GLU", "Softmax", "LogSoftmax", "Softmin", "MultiheadAttention",
+    "Hardshrink", "Softshrink", "PReLU", "RReLU", "Softmax2d",
 ]
 
 
@@ -212,6 +213,66 @@ class Threshold(Module):
             ", inplace=True" if self.inplace else "")
 
 
+class Hardshrink(Module):
+    """``x`` where ``|x| > lambd``, else 0."""
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input: Any) -> Any:
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(Hardshrink):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+
+    def forward(self, input: Any) -> Any:
+        return F.softshrink(input, self.lambd)
+
+
+class PReLU(Module):
+    """Leaky ReLU with a learnable negative slope ``weight``: one shared by all channels
+    (``num_parameters=1``) or one per channel (dim 1 of the input), initialized to ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(C.empty(num_parameters, dtype=dtype, device=device))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.constant_(self.weight, self.init)
+
+    def forward(self, input: Any) -> Any:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Leaky ReLU with a random negative slope from U(``lower``, ``upper``) per element in
+    training mode, and the fixed slope ``(lower + upper) / 2`` in eval mode."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input: Any) -> Any:
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
 class GLU(Module):
     def __init__(self, dim: int = -1) -> None:
         super().__init__()
@@ -248,6 +309,15 @@ class LogSoftmax(Softmax):
 class Softmin(Softmax):
     def forward(self, input: Any) -> Any:
         return F.softmin(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+
+    def forward(self, input: Any) -> Any:
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3, _stacklevel=5)
 
 
 class MultiheadAttention(Module):

@@ -7,13 +7,10 @@ from typing import Any
 from .. import functional as F
 from .module import Module
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
 
 
-class Dropout(Module):
-    """Zeroes elements with probability ``p`` in training mode (scaling the rest by
-    ``1 / (1 - p)``); the identity in eval mode."""
-
+class _DropoutNd(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if p < 0 or p > 1:
@@ -21,8 +18,30 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """Zeroes elements with probability ``p`` in training mode (scaling the rest by
+    ``1 / (1 - p)``); the identity in eval mode."""
+
     def forward(self, input: Any) -> Any:
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, L)`` or ``(C, L)`` inputs with probability ``p`` in
+    training mode (scaling the rest by ``1 / (1 - p)``); the identity in eval mode."""
+
+    def forward(self, input: Any) -> Any:
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, H, W)`` inputs with probability ``p`` in training
+    mode (scaling the rest by ``1 / (1 - p)``); the identity in eval mode. A 3-D input is
+    taken as ``(N, C, L)`` (with a warning), as PyTorch does."""
+
+    def forward(self, input: Any) -> Any:
+        return F.dropout2d(input, self.p, self.training, self.inplace)
