@@ -142,6 +142,9 @@ def load(f: Any, map_location: Any = None, weights_only: bool = True, **kwargs: 
     try:
         z = zipfile.ZipFile(f if hasattr(f, "read") else os.fspath(f))
     except zipfile.BadZipFile:
+        if not hasattr(f, "read") and os.fspath(f).endswith(".safetensors"):
+            raise ValueError(f"tp.load: {f!r} is a safetensors file, not a tensorplay checkpoint: read it "
+                             f"with tensorplay.safetensors.load_file") from None
         raise ValueError(f"tp.load: {f!r} is not a tensorplay checkpoint (not a zip archive; PyTorch's pickled "
                          f"files are not read, for safety: load them with torch and pass the state_dict)") from None
     with z:
