@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATED: dict[str, str] = {
     "docs/dialect.md": "tensorplay.tools.gen_dialect_docs:render",
     "tests/lit/roundtrip.mlir": "tensorplay.tools.gen_lit_roundtrip:render",
+    "docs/coverage.md": "tensorplay.tools.coverage:render",
 }
 
 
