@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._grad_mode import no_grad, set_grad_enabled
+from ..amp.autocast_mode import suspended as autocast_suspended
 from .. import _views
 
 __all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
@@ -372,7 +373,7 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
         slot[nr] = add_gradients(slot.get(nr), g)
     ready = [n for n in dict.fromkeys(node for (node, _), _ in edges) if deps.get(n, 0) == 0]
     captured: dict = {}
-    with set_grad_enabled(create_graph):
+    with set_grad_enabled(create_graph), autocast_suspended():  # gradients in the forward's dtypes
         while ready:
             node = ready.pop()
             grads = buffers.pop(node, {})

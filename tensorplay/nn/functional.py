@@ -11,6 +11,7 @@ import math
 import warnings
 from typing import Any
 
+from ..amp import autocast_mode as _amp
 from .._dispatch import apply, current_handler
 from .._grad_mode import no_grad
 from .._tensor import Tensor
@@ -32,16 +33,25 @@ __all__ = [
     "relu", "relu_", "relu6", "gelu", "silu", "leaky_relu", "sigmoid", "tanh", "elu", "selu",
     "celu", "softplus", "softsign", "logsigmoid", "hardtanh", "hardsigmoid", "hardswish", "mish",
     "tanhshrink", "threshold", "glu", "softmax", "log_softmax", "softmin",
+    "threshold_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "hardshrink", "softshrink",
+    "prelu", "rrelu", "rrelu_", "gumbel_softmax",
     # normalization
     "layer_norm", "group_norm", "batch_norm", "rms_norm", "normalize",
     # linear, embedding, dropout, attention
-    "linear", "bilinear", "embedding", "one_hot", "dropout", "scaled_dot_product_attention",
+    "linear", "bilinear", "embedding", "embedding_bag", "one_hot", "dropout", "scaled_dot_product_attention",
     "multi_head_attention_forward",
     # convolution, pooling, padding
     "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
+    "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle",
+    "pixel_unshuffle", "dropout1d", "dropout2d", "instance_norm", "cosine_similarity",
+    "pairwise_distance",
     # losses
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "poisson_nll_loss", "gaussian_nll_loss", "margin_ranking_loss", "hinge_embedding_loss",
+    "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss", "multi_margin_loss",
+    "multilabel_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss",
 ]
 
 
@@ -145,6 +155,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
     return _inplace(input, out, inplace)
 
 
+@_amp.policy("fp32", cpu=False)
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     x = _t(input, "softplus")
@@ -187,6 +198,124 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     """``x`` where ``x > threshold``, else ``value``."""
     x = _t(input, "threshold")
     return _inplace(input, E.where(E.gt(x, threshold), x, C.full_like(x, value)), inplace)
+
+
+_threshold = threshold
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """In-place :func:`threshold`."""
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`elu`."""
+    return elu(input, alpha, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """In-place :func:`celu`."""
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    """In-place :func:`selu`."""
+    return selu(input, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """In-place :func:`leaky_relu`."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """In-place :func:`hardtanh`."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0."""
+    x = _t(input, "hardshrink")
+    keep = E.logical_or(E.gt(x, lambd), E.lt(x, -lambd))
+    return E.where(keep, x, C.zeros((), dtype=x.dtype))
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    x = _t(input, "softshrink")
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be greater or equal to 0, but got {lambd}")
+    zero = C.zeros((), dtype=x.dtype)
+    return E.where(E.gt(x, lambd), E.sub(x, lambd), E.where(E.lt(x, -lambd), E.add(x, lambd), zero))
+
+
+@_amp.policy("lower")
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x`` for positive inputs, ``weight * x`` otherwise; ``weight`` has one element or
+    one per channel (dim 1 of the input)."""
+    x, w = _t(input, "prelu"), _t(weight, "prelu", "weight")
+    if x.dtype is not w.dtype:
+        raise DTypeError(f"prelu: input and weight must have the same dtype, got {x.dtype.name} "
+                         f"and {w.dtype.name}")
+    if w.ndim > 1:
+        raise ShapeError(f"prelu: expected weight to be a scalar or 1-D tensor, got {w.ndim}-D")
+    if w.numel() != 1:
+        if x.ndim == 0:
+            raise ShapeError(f"prelu: a 0-d input takes a weight of one element, got "
+                             f"{w.numel()} elements")
+        channels = x.shape[1] if x.ndim > 1 else 1
+        if w.numel() != channels:
+            raise ShapeError(f"prelu: the weight has {w.numel()} elements but the input has "
+                             f"{channels} channels (dim 1 of input of size {list(x.shape)})")
+        if x.ndim > 1:
+            w = S.reshape(w, _channel_shape(x))
+    else:
+        w = S.reshape(w, ())
+    return E.where(E.gt(x, 0), x, E.mul(w, x))
+
+
+def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
+          inplace: bool = False) -> Tensor:
+    """Leaky ReLU whose negative slope is drawn from U(``lower``, ``upper``) for each element
+    while ``training`` (from tensorplay's generator), and is ``(lower + upper) / 2`` otherwise."""
+    x = _operand(input, "rrelu", inplace)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"rrelu: expected a floating point input, got {x.dtype.name}")
+    if lower > upper:
+        raise ValueError(f"rrelu: lower bound must be less than or equal to upper bound, got "
+                         f"lower={lower} and upper={upper}")
+    if not training:
+        out = E.where(E.gt(x, 0), x, E.mul(x, (lower + upper) / 2))
+        return _inplace(input, out, inplace)
+    u = RND.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=C._device_like(x, None))
+    slope = E.cast(E.add(E.mul(u, upper - lower), lower), x.dtype)
+    return _inplace(input, E.where(E.gt(x, 0), x, E.mul(x, slope)), inplace)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    """In-place :func:`rrelu`."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10,
+                   dim: int = -1) -> Tensor:
+    """Softmax of ``(logits + g) / tau`` along ``dim`` with Gumbel(0, 1) noise ``g`` from
+    tensorplay's generator; ``hard`` gives the one-hot of its maximum in the forward pass and
+    the soft gradient (straight-through). ``eps`` has no effect, as in PyTorch."""
+    x = _t(logits, "gumbel_softmax")
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"gumbel_softmax: expected floating point logits, got {x.dtype.name}")
+    if eps != 1e-10:
+        warnings.warn("gumbel_softmax: `eps` parameter is deprecated and has no effect.", stacklevel=2)
+    u = RND.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=C._device_like(x, None))
+    exponential = E.clamp(E.neg(E.log1p(E.neg(u))), min=1e-30)  # Exp(1), never 0
+    gumbels = E.cast(E.neg(E.log(exponential)), x.dtype)
+    y = R.softmax(E.div(E.add(x, gumbels), tau), dim)
+    if not hard:
+        return y
+    one_hot_max = I.scatter(C.zeros_like(y), dim, R.argmax(y, dim, keepdim=True), value=1.0)
+    return E.add(E.sub(one_hot_max, y.detach()), y)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -258,6 +387,7 @@ def _channel_shape(x: Tensor) -> tuple[int, ...]:
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+@_amp.policy("fp32", cpu=False)
 def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize each group of ``C / num_groups`` channels over those channels and all
@@ -347,11 +477,17 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
 
 # --- linear, embedding, dropout ----------------------------------------------------------------
 
+@_amp.policy("lower")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` over any leading dims of ``input``."""
     x = _t(input, "linear")
     w = _t(weight, "linear", "weight")
-    out = L.matmul(x, S.t(w) if w.ndim == 2 else w)
+    wt = S.t(w) if w.ndim == 2 else w
+    if bias is not None and x.dtype == w.dtype == bias.dtype and x.dtype.computes_in != x.dtype:
+        # half types: the product and the bias add in float32, rounded once (PyTorch's addmm)
+        wide = x.dtype.computes_in
+        return E.add(L.matmul(x.to(wide), wt.to(wide)), bias.to(wide)).to(x.dtype)
+    out = L.matmul(x, wt)
     if bias is not None:
         out = E.add(out, bias)
     return out
@@ -420,6 +556,140 @@ def _embedding_renorm_(weight: Tensor, flat: Tensor, max_norm: float, norm_type:
         weight._assign(E.where(shrink, E.mul(weight, scale), weight))
 
 
+def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
+                  max_norm: float | None = None, norm_type: float = 2, scale_grad_by_freq: bool = False,
+                  mode: str = "mean", sparse: bool = False, per_sample_weights: Tensor | None = None,
+                  include_last_offset: bool = False, padding_idx: int | None = None) -> Tensor:
+    """Sums, means or maxima of bags of ``weight`` rows: a 2-D ``input`` (B, N) is B bags of
+    N indices; a 1-D ``input`` is cut into bags at ``offsets`` (bag b starts at
+    ``offsets[b]``; with ``include_last_offset`` the last offset ends the last bag). Indices
+    equal to ``padding_idx`` are left out, empty bags give zeros, and ``per_sample_weights``
+    (``mode='sum'`` only) scales each row. The result is (B, embedding_dim)."""
+    op = "embedding_bag"
+    idx = _t(input, op)
+    _check_index_dtype(idx, op, "indices")
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding_bag: 'weight' must be 2-D, got a {weight.ndim}-D tensor")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None and mode != "sum":
+        raise ValueError(f"embedding_bag: per_sample_weights is only supported for mode='sum' "
+                         f"(got mode={mode!r})")
+    num, dim = weight.shape
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise ValueError(f"embedding_bag: padding_idx must be within the number of embeddings "
+                             f"({num}), got {padding_idx}")
+        padding_idx %= num
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: if input is 2D, then offsets has to be None, as input "
+                             "is treated as a mini-batch of fixed length sequences; got offsets of "
+                             f"type {type(offsets).__name__}")
+    elif idx.ndim == 1:
+        if offsets is None:
+            raise ValueError("embedding_bag: offsets has to be a 1D Tensor but got None")
+        offsets = _t(offsets, op, "offsets")
+        _check_index_dtype(offsets, op, "offsets")
+        if offsets.ndim != 1:
+            raise ValueError(f"embedding_bag: offsets has to be a 1D Tensor, got a {offsets.ndim}-D "
+                             f"tensor")
+    else:
+        raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of "
+                         f"dimension {idx.ndim}")
+    psw = None
+    if per_sample_weights is not None:
+        psw = _t(per_sample_weights, op, "per_sample_weights")
+        if tuple(psw.shape) != tuple(idx.shape):
+            raise ShapeError(f"embedding_bag: per_sample_weights must have the shape of input "
+                             f"{tuple(idx.shape)}, got {tuple(psw.shape)}")
+    flat = S.reshape(idx, (-1,))
+    if _is_concrete(idx) and flat.numel() and bool(R.any(E.logical_or(E.lt(flat, 0), E.ge(flat, num)))):
+        raise IndexError("embedding_bag: index out of range in self")
+    if max_norm is not None:
+        _embedding_renorm_(weight, flat, max_norm, norm_type)
+    work = weight.dtype.computes_in
+    rows = _opmath(I.index_select(weight, 0, flat))  # (n, D)
+    keep = None if padding_idx is None else E.ne(flat, padding_idx)
+    scale = None if keep is None else E.cast(keep, work)
+    if psw is not None:
+        w = E.cast(S.reshape(psw, (-1,)), work)
+        scale = w if scale is None else E.mul(scale, w)
+    if idx.ndim == 2:
+        bags, length = idx.shape
+        out = _fixed_bags(rows, keep, scale, mode, bags, length, dim, work)
+    else:
+        out = _offset_bags(rows, keep, scale, mode, flat, offsets, include_last_offset, dim, work)
+    return E.cast(out, weight.dtype)
+
+
+def _fixed_bags(rows: Tensor, keep: Tensor | None, scale: Tensor | None, mode: str, bags: Any,
+                length: Any, dim: int, work: dt.DType) -> Tensor:
+    """embedding_bag of B bags of N indices each: reductions over dim 1 of (B, N, D)."""
+    if length == 0:
+        return C.zeros((bags, dim), dtype=work, device=C._device_like(rows, None))
+    rows = S.reshape(rows, (bags, length, dim))
+    if mode == "max":
+        if keep is None:
+            return R.amax(rows, 1)
+        keep = S.reshape(keep, (bags, length, 1))
+        best = R.amax(I.masked_fill(rows, E.logical_not(keep), -math.inf), 1)
+        return E.where(R.any(keep, 1), best, C.zeros((), dtype=work))
+    if scale is not None:
+        rows = E.mul(rows, S.reshape(scale, (bags, length, 1)))
+    total = R.sum(rows, 1)
+    if mode == "sum":
+        return total
+    if keep is None:
+        return E.div(total, length)
+    count = R.sum(E.cast(S.reshape(keep, (bags, length, 1)), work), 1)
+    return E.div(total, E.clamp(count, 1.0))
+
+
+def _offset_bags(rows: Tensor, keep: Tensor | None, scale: Tensor | None, mode: str, flat: Tensor,
+                 offsets: Tensor, include_last_offset: bool, dim: int, work: dt.DType) -> Tensor:
+    """embedding_bag of a 1-D input cut at ``offsets``: each index's bag number, then a
+    scatter-add (sum, mean) or a masked maximum over a (B, n, D) view (max)."""
+    n = flat.shape[0]
+    bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+    if bags < 0:
+        raise ValueError("embedding_bag: offsets must have at least one element with "
+                         "include_last_offset=True")
+    if _is_concrete(offsets) and offsets.shape[0] and int(offsets[0]) != 0:
+        raise ValueError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the "
+                         f"mini-batch has to start from position 0; got {int(offsets[0])}")
+    device = C._device_like(rows, None)
+    if bags == 0 or n == 0:
+        return C.zeros((bags, dim), dtype=work, device=device)
+    offsets = E.cast(offsets, dt.int64)
+    starts = S.narrow(offsets, 0, 0, bags)
+    pos = C.arange(n, device=device)
+    bag = E.sub(R.sum(E.cast(E.le(S.unsqueeze(starts, 0), S.unsqueeze(pos, 1)), dt.int64), 1), 1)
+    inside = None
+    if include_last_offset:  # indices at or past the last offset belong to no bag
+        inside = E.lt(pos, S.narrow(offsets, 0, bags, 1))
+        keep = inside if keep is None else E.logical_and(keep, inside)
+        scale = E.cast(inside, work) if scale is None else E.mul(scale, E.cast(inside, work))
+    bag = E.clamp(bag, 0, bags - 1)
+    if mode == "max":
+        member = E.eq(S.unsqueeze(bag, 0), S.unsqueeze(C.arange(bags, device=device), 1))  # (B, n)
+        if keep is not None:
+            member = E.logical_and(member, S.unsqueeze(keep, 0))
+        member = S.unsqueeze(member, -1)
+        best = R.amax(I.masked_fill(S.expand(S.unsqueeze(rows, 0), (bags, n, dim)),
+                                    E.logical_not(member), -math.inf), 1)
+        return E.where(R.any(member, 1), best, C.zeros((), dtype=work))
+    if scale is not None:
+        rows = E.mul(rows, S.unsqueeze(scale, 1))
+    index = S.expand(S.unsqueeze(bag, 1), (n, dim))
+    total = I.scatter_add(C.zeros((bags, dim), dtype=work, device=device), 0, index, rows)
+    if mode == "sum":
+        return total
+    ones = C.ones((n,), dtype=work, device=device) if keep is None else E.cast(keep, work)
+    count = I.scatter_add(C.zeros((bags,), dtype=work, device=device), 0, bag, ones)
+    return E.div(total, S.unsqueeze(E.clamp(count, 1.0), 1))
+
+
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding of the class indices in ``tensor`` along a new last dim."""
     x = _t(tensor, "one_hot")
@@ -462,6 +732,7 @@ def _additive_mask(mask: Tensor, dtype: dt.DType) -> Tensor:
     return mask
 
 
+@_amp.policy("lower")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
@@ -694,6 +965,13 @@ def multi_head_attention_forward(
 
 conv1d, conv2d, max_pool2d, avg_pool2d = CV.conv1d, CV.conv2d, CV.max_pool2d, CV.avg_pool2d
 adaptive_avg_pool2d, pad = CV.adaptive_avg_pool2d, CV.pad
+conv_transpose1d, conv_transpose2d = CV.conv_transpose1d, CV.conv_transpose2d
+max_pool1d, avg_pool1d, adaptive_avg_pool1d = CV.max_pool1d, CV.avg_pool1d, CV.adaptive_avg_pool1d
+adaptive_max_pool1d, adaptive_max_pool2d = CV.adaptive_max_pool1d, CV.adaptive_max_pool2d
+interpolate, upsample = CV.interpolate, CV.upsample
+pixel_shuffle, pixel_unshuffle = CV.pixel_shuffle, CV.pixel_unshuffle
+dropout1d, dropout2d, instance_norm = CV.dropout1d, CV.dropout2d, CV.instance_norm
+cosine_similarity, pairwise_distance = CV.cosine_similarity, CV.pairwise_distance
 
 
 # --- losses -------------------------------------------------------------------------------------
@@ -751,6 +1029,7 @@ def _class_targets(op: str, input: Tensor, target: Tensor) -> None:
                          f"got {list(target.shape)}")
 
 
+@_amp.policy("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None,
              reduction: str = "mean") -> Tensor:
@@ -786,6 +1065,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     return E.div(R.sum(loss), R.sum(w))
 
 
+@_amp.policy("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average: bool | None = None, ignore_index: int = -100,
                   reduce: bool | None = None, reduction: str = "mean",
@@ -853,6 +1133,7 @@ def _weighted(loss: Tensor, weight: Tensor | None) -> Tensor:
     return loss if weight is None else E.mul(loss, weight)
 
 
+@_amp.policy("fp32")
 def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
              reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Squared error ``(input - target)²``, reduced."""
@@ -863,6 +1144,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce(_weighted(E.mul(d, d), weight), reduction)
 
 
+@_amp.policy("fp32")
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
             reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Absolute error ``|input - target|``, reduced."""
@@ -872,6 +1154,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce(_weighted(E.abs(E.sub(x, y)), weight), reduction)
 
 
+@_amp.policy("fp32")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
                    reduce: bool | None = None, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Quadratic below ``beta`` (``0.5 d² / beta``), linear above (``|d| - beta / 2``)."""
@@ -887,6 +1170,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     return _reduce(loss, reduction)
 
 
+@_amp.policy("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """Quadratic below ``delta`` (``0.5 d²``), linear above (``delta * (|d| - delta / 2)``)."""
@@ -897,6 +1181,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return _reduce(_weighted(loss, weight), reduction)
 
 
+@_amp.policy("fp32")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average: bool | None = None, reduce: bool | None = None,
                          reduction: str = "mean") -> Tensor:
@@ -915,6 +1200,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return _reduce(_weighted(loss, weight), reduction)
 
 
+@_amp.policy("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      size_average: bool | None = None, reduce: bool | None = None,
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
@@ -935,6 +1221,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     return _reduce(_weighted(loss, weight), reduction)
 
 
+@_amp.policy("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """``target * (log target - input)`` for log-probabilities ``input``; ``batchmean``
@@ -953,4 +1240,409 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     if reduction == "batchmean":
         return E.div(R.sum(loss), x.shape[0] if x.ndim else 1)
     return _reduce(loss, reduction)
+
+
+def _same_ndim(op: str, **tensors: Tensor) -> None:
+    if len({t.ndim for t in tensors.values()}) > 1:
+        sizes = ", ".join(f"{name}: {list(t.shape)}" for name, t in tensors.items())
+        raise ShapeError(f"{op}: all input tensors should have the same number of dims, but got "
+                         f"sizes {sizes}")
+
+
+@_amp.policy("fp32")
+def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
+                     size_average: bool | None = None, eps: float = 1e-8,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of a Poisson ``target`` with rate ``exp(input)``
+    (``log_input``) or ``input``; ``full`` adds Stirling's approximation of ``log(target!)``
+    where the target is above 1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x, t = _t(input, "poisson_nll_loss"), _t(target, "poisson_nll_loss", "target")
+    if log_input:
+        loss = E.sub(E.exp(x), E.mul(t, x))
+    else:
+        loss = E.sub(x, E.mul(t, E.log(E.add(x, eps))))
+    if full:
+        # computed for every target and masked, as PyTorch's: the target's gradient is NaN at 0
+        stirling = E.add(E.sub(E.mul(t, E.log(t)), t), E.mul(E.log(E.mul(t, 2 * math.pi)), 0.5))
+        loss = E.add(loss, E.where(E.gt(t, 1), stirling, C.zeros((), dtype=stirling.dtype)))
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: bool = False,
+                      eps: float = 1e-6, reduction: str = "mean") -> Tensor:
+    """Negative log likelihood of ``target`` under a Gaussian of mean ``input`` and variance
+    ``var`` (one per element, or one short of the input's dims or with a single size-1 dim for
+    a shared variance). ``var`` is clamped at ``eps`` for the value; its gradient passes
+    through the clamp, as PyTorch's does."""
+    op = "gaussian_nll_loss"
+    x, t = _t(input, op), _t(target, op, "target")
+    if isinstance(var, (int, float)) and not isinstance(var, bool):
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries")
+        v = E.mul(C.ones_like(x), float(var))
+    else:
+        v = _t(var, op, "var")
+        if _is_concrete(v) and v.numel() and bool(R.any(E.lt(v, 0))):
+            raise ValueError(f"{op}: var has negative entry/entries")
+    if tuple(v.shape) != tuple(x.shape):
+        if tuple(x.shape[:-1]) == tuple(v.shape):
+            v = S.unsqueeze(v, -1)
+        elif not (x.ndim == v.ndim
+                  and sum(b for a, b in zip(x.shape, v.shape) if a != b) == 1):
+            raise ValueError(f"{op}: var is of incorrect size: {list(v.shape)} for input of size "
+                             f"{list(x.shape)} (expected the input's size, the input's size without "
+                             f"its last dim, or one size-1 dim in place of the input's)")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not valid")
+    v = E.add(v, E.sub(E.clamp(v, min=eps), v).detach())  # clamped value, identity gradient
+    d = E.sub(x, t)
+    loss = E.mul(E.add(E.log(v), E.div(E.mul(d, d), v)), 0.5)
+    if full:
+        loss = E.add(loss, 0.5 * math.log(2 * math.pi))
+    return _reduce(loss, reduction)
+
+
+@_amp.policy("fp32")
+def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)`` for targets of 1 or -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "margin_ranking_loss"
+    a, b, y = _t(input1, op, "input1"), _t(input2, op, "input2"), _t(target, op, "target")
+    _same_ndim(op, input1=a, input2=b, target=y)
+    loss = E.relu(E.add(E.mul(E.neg(y), E.sub(a, b)), margin))
+    return _reduce(loss, reduction)
+
+
+@_amp.policy("fp32")
+def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """``input`` where the target is 1, ``max(0, margin - input)`` where it is -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x, y = _t(input, "hinge_embedding_loss"), _t(target, "hinge_embedding_loss", "target")
+    zero = C.zeros((), dtype=x.dtype)
+    below = E.where(E.ne(y, 1), E.relu(E.sub(margin, x)), zero)
+    above = E.where(E.ne(y, -1), x, zero)
+    return _reduce(E.add(below, above), reduction)
+
+
+@_amp.policy("fp32")
+def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                     reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """``log(1 + exp(-target * input))`` for targets of 1 or -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    x, y = _t(input, "soft_margin_loss"), _t(target, "soft_margin_loss", "target")
+    return _reduce(E.neg(logsigmoid(E.mul(y, x))), reduction)
+
+
+def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                size_average: bool | None = None, reduce: bool | None = None,
+                                reduction: str = "mean") -> Tensor:
+    """Binary cross entropy of ``sigmoid(input)`` against 0/1 ``target``, averaged over the
+    classes (the last dim), optionally weighted per class."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "multilabel_soft_margin_loss"
+    x, y = _t(input, op), _t(target, op, "target")
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: expected an input with a class dim (1-D or more), got a 0-d input")
+    loss = E.neg(E.add(E.mul(y, logsigmoid(x)), E.mul(E.sub(1, y), logsigmoid(E.neg(x)))))
+    if weight is not None:
+        loss = E.mul(loss, _t(weight, op, "weight"))
+    loss = E.div(R.sum(loss, x.ndim - 1), x.shape[-1])
+    return _reduce(loss, reduction)
+
+
+_COSINE_EPS = 1e-12
+
+
+@_amp.policy("fp32")
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    """``1 - cos(input1, input2)`` where the target is 1, ``max(0, cos - margin)`` where it is
+    -1; the cosine is taken along the last dim of 1-D (unbatched) or 2-D inputs."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "cosine_embedding_loss"
+    a, b, y = _t(input1, op, "input1"), _t(input2, op, "input2"), _t(target, op, "target")
+    if y.ndim > 1:
+        raise ShapeError(f"{op}: 0-D or 1-D target tensor expected, multi-target not supported; "
+                         f"got target of size {list(y.shape)}")
+    if a.ndim != b.ndim or a.ndim != y.ndim + 1:
+        raise ShapeError(f"{op}: expected 1-D inputs with a 0-D target or 2-D inputs with a 1-D "
+                         f"target, got input1 {list(a.shape)}, input2 {list(b.shape)} and target "
+                         f"{list(y.shape)}")
+    dim = a.ndim - 1
+    prod = R.sum(E.mul(a, b), dim)
+    mag = E.mul(E.add(R.sum(E.mul(a, a), dim), _COSINE_EPS), E.add(R.sum(E.mul(b, b), dim), _COSINE_EPS))
+    cos = E.div(prod, E.sqrt(mag))
+    zero = C.zeros((), dtype=cos.dtype)
+    pos = E.where(E.eq(y, 1), E.sub(1, cos), zero)
+    neg = E.where(E.eq(y, -1), E.relu(E.sub(cos, margin)), zero)
+    return _reduce(E.add(pos, neg), reduction)
+
+
+def _margin_inputs(op: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, bool]:
+    """The (N, C) input and its int64 target of a multi-class margin loss, and whether the
+    input was unbatched (0-d or 1-D)."""
+    if x.ndim > 2 or (x.ndim == 2 and x.shape[1] == 0) or (x.ndim == 1 and x.shape[0] == 0):
+        raise ShapeError(f"{op}: expected a non-empty vector or matrix with optional 0-dim batch "
+                         f"size, but got input of size {list(x.shape)}")
+    if y.dtype is not dt.int64:
+        raise DTypeError(f"{op}: expected an int64 (Long) target, got {y.dtype.name}")
+    unbatched = x.ndim < 2
+    x2 = S.reshape(x, (1, -1)) if unbatched else x
+    return x2, y, unbatched
+
+
+@_amp.policy("fp32")
+def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
+                      weight: Tensor | None = None, size_average: bool | None = None,
+                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-class hinge loss: ``sum_{i != y} max(0, margin - x[y] + x[i])^p / C`` per sample
+    (``p`` 1 or 2), times ``weight[y]`` when given."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "multi_margin_loss"
+    if p not in (1, 2):
+        raise ValueError(f"{op}: only p == 1 and p == 2 supported, got p={p}")
+    x, y = _t(input, op), _t(target, op, "target")
+    x2, y, unbatched = _margin_inputs(op, x, y)
+    n, c = x2.shape
+    expected = [] if unbatched else [n]
+    if (unbatched and y.numel() != 1) or (not unbatched and list(y.shape) != expected):
+        raise ShapeError(f"{op}: target tensor should be 1-D with size equal to the number of input "
+                         f"samples (batch size). Expected target size {expected}, but got "
+                         f"{list(y.shape)}. Input has shape {list(x.shape)}.")
+    y1 = S.reshape(y, (n,))
+    if _is_concrete(y1) and y1.numel() and bool(R.any(E.logical_or(E.lt(y1, 0), E.ge(y1, c)))):
+        raise IndexError(f"{op}: target out of range (expected class indices in [0, {c}))")
+    picked = I.gather(x2, 1, S.unsqueeze(y1, 1))  # (N, 1)
+    terms = E.relu(E.add(E.sub(x2, picked), margin))
+    if p == 2:
+        terms = E.mul(terms, terms)
+    if weight is not None:
+        w = _t(weight, op, "weight")
+        if w.ndim != 1 or w.shape[0] != c:
+            raise ShapeError(f"{op}: inconsistent weight size, expected {c} but got {list(w.shape)}")
+        terms = E.mul(terms, S.unsqueeze(I.index_select(w, 0, y1), 1))
+    own = E.eq(S.unsqueeze(C.arange(c, device=C._device_like(x2, None)), 0), S.unsqueeze(y1, 1))
+    terms = E.where(own, C.zeros((), dtype=terms.dtype), terms)
+    loss = E.div(R.sum(terms, 1), c)
+    if unbatched:
+        loss = S.reshape(loss, ())
+    return _reduce(loss, reduction)
+
+
+@_amp.policy("fp32")
+def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                           reduce: bool | None = None, reduction: str = "mean") -> Tensor:
+    """Multi-label hinge loss: ``target`` lists each sample's classes, ended by the first -1;
+    ``sum_{j in targets, i not in targets} max(0, 1 - (x[j] - x[i])) / C`` per sample."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "multilabel_margin_loss"
+    x, y = _t(input, op), _t(target, op, "target")
+    x2, y, unbatched = _margin_inputs(op, x, y)
+    n, c = x2.shape
+    if (y.numel() != 1 or y.ndim > 1) if x.ndim == 0 else tuple(y.shape) != tuple(x.shape):
+        raise ShapeError(f"{op}: inconsistent target size: {list(y.shape)} for input of size: "
+                         f"{list(x.shape)}")
+    y2 = S.reshape(y, (n, c))
+    # the labels before the first -1 count
+    valid = E.eq(R.cumsum(E.cast(E.eq(y2, -1), dt.int64), 1), 0)
+    if _is_concrete(y2) and y2.numel():
+        bad = E.logical_and(valid, E.logical_or(E.lt(y2, 0), E.ge(y2, c)))
+        if bool(R.any(bad)):
+            raise IndexError(f"{op}: target is out of range (expected class indices in [0, {c}) "
+                             f"or -1)")
+    safe = E.where(valid, y2, C.zeros((), dtype=dt.int64))
+    classes = C.arange(c, device=C._device_like(x2, None))
+    # is_target[n, i]: class i is one of sample n's labels
+    listed = E.logical_and(S.unsqueeze(valid, 2), E.eq(S.unsqueeze(safe, 2), classes))  # (N, K, C)
+    is_target = R.any(listed, 1)  # (N, C)
+    picked = I.gather(x2, 1, safe)  # (N, K): x[y_k]
+    hinge = E.relu(E.sub(1, E.sub(S.unsqueeze(picked, 2), S.unsqueeze(x2, 1))))  # (N, K, C)
+    keep = E.logical_and(S.unsqueeze(valid, 2), S.unsqueeze(E.logical_not(is_target), 1))
+    hinge = E.where(keep, hinge, C.zeros((), dtype=hinge.dtype))
+    loss = E.div(R.sum(hinge, (1, 2)), c)
+    if unbatched:
+        loss = S.reshape(loss, ())
+    return _reduce(loss, reduction)
+
+
+@_amp.policy("fp32")
+def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, margin: float = 1.0,
+                        p: float = 2, eps: float = 1e-6, swap: bool = False,
+                        size_average: bool | None = None, reduce: bool | None = None,
+                        reduction: str = "mean") -> Tensor:
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` with ``d`` the
+    ``p``-norm pairwise distance (``eps`` added to the difference); ``swap`` uses
+    ``min(d(a, n), d(p, n))`` as the negative distance."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    op = "triplet_margin_loss"
+    a, pos, neg = _t(anchor, op, "anchor"), _t(positive, op, "positive"), _t(negative, op, "negative")
+    _triplet_dims(op, a, pos, neg)
+
+    def distance(u: Tensor, v: Tensor) -> Tensor:
+        return pairwise_distance(u, v, p, eps)
+
+    return _triplet(distance, a, pos, neg, margin, swap, reduction)
+
+
+def _triplet_dims(op: str, a: Tensor, p: Tensor, n: Tensor) -> None:
+    if not a.ndim == p.ndim == n.ndim:
+        raise ShapeError(f"{op}: the anchor, positive, and negative tensors are expected to have "
+                         f"the same number of dimensions, but got: anchor {a.ndim}D, positive "
+                         f"{p.ndim}D, and negative {n.ndim}D inputs")
+
+
+def _triplet(distance: Any, a: Tensor, p: Tensor, n: Tensor, margin: float, swap: bool,
+             reduction: str) -> Tensor:
+    d_pos, d_neg = distance(a, p), distance(a, n)
+    if swap:
+        d_neg = E.minimum(d_neg, distance(p, n))
+    return _reduce(E.relu(E.sub(E.add(d_pos, margin), d_neg)), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
+                                      distance_function: Any = None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean") -> Tensor:
+    """:func:`triplet_margin_loss` with any ``distance_function(x1, x2)`` (default
+    :func:`pairwise_distance`); ``margin`` must be positive."""
+    op = "triplet_margin_with_distance_loss"
+    _check_reduction(reduction)
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    a, pos, neg = _t(anchor, op, "anchor"), _t(positive, op, "positive"), _t(negative, op, "negative")
+    _triplet_dims(op, a, pos, neg)
+    return _triplet(distance_function or pairwise_distance, a, pos, neg, margin, swap, reduction)
+
+
+#: stands for log(0) in the CTC recursion: finite, so no inf - inf = NaN reaches a gradient
+_CTC_NEG = -1e30
+
+
+def _lengths(op: str, value: Any, name: str, batch: int, device: Any) -> Tensor:
+    lengths = value if isinstance(value, Tensor) else C.tensor(value, dtype=dt.int64)
+    if lengths.dtype.is_floating_point or lengths.dtype.is_bool:
+        raise DTypeError(f"{op}: {name} must be integers, got {lengths.dtype.name}")
+    lengths = S.reshape(E.cast(lengths, dt.int64), (-1,))
+    if lengths.shape[0] != batch:
+        raise ShapeError(f"{op}: expected {name} to have {batch} values (one per batch element), "
+                         f"got {lengths.shape[0]}")
+    return lengths
+
+
+@_amp.policy("fp32")
+def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
+             blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
+    """Connectionist temporal classification loss: ``-log`` of the total probability of the
+    alignments of each target with its input, from ``log_probs`` (T, N, C) or unbatched (T, C).
+    ``targets`` are padded (N, S) or concatenated (sum of ``target_lengths``); ``mean`` divides
+    each loss by its target length, then averages. The forward recursion runs as tensor ops,
+    one step per time step."""
+    op = "ctc_loss"
+    _check_reduction(reduction)
+    lp = _t(log_probs, op, "log_probs")
+    if lp.dtype not in (dt.float32, dt.float64):
+        raise DTypeError(f"{op}: expected float32 or float64 log_probs, got {lp.dtype.name}")
+    tgt = _t(targets, op, "targets")
+    if tgt.dtype.is_floating_point or tgt.dtype.is_bool:
+        raise DTypeError(f"{op}: targets must be class indices (integers), got {tgt.dtype.name}")
+    unbatched = lp.ndim == 2
+    if lp.ndim not in (2, 3):
+        raise ShapeError(f"{op}: expected log_probs of shape (T, N, C) or (T, C), got "
+                         f"{list(lp.shape)}")
+    if unbatched:
+        lp = S.unsqueeze(lp, 1)
+        if tgt.ndim != 1:
+            raise ShapeError(f"{op}: unbatched log_probs (T, C) take 1-D targets, got "
+                             f"{list(tgt.shape)}")
+        tgt = S.unsqueeze(tgt, 0)
+    steps, batch, classes = lp.shape
+    if not 0 <= blank < classes:
+        raise ValueError(f"{op}: blank must be in label range [0, {classes}), got {blank}")
+    device = C._device_like(lp, None)
+    in_len = _lengths(op, input_lengths, "input_lengths", batch, device)
+    tgt_len = _lengths(op, target_lengths, "target_lengths", batch, device)
+    tgt = E.cast(tgt, dt.int64)
+    if tgt.ndim == 2:
+        if tgt.shape[0] != batch:
+            raise ShapeError(f"{op}: expected targets of {batch} rows, got {list(tgt.shape)}")
+        padded = tgt
+    elif tgt.ndim == 1:  # concatenated: row n starts at the sum of the earlier lengths
+        width = tgt.shape[0]
+        pos = C.arange(width, device=device)
+        start = E.sub(R.cumsum(tgt_len, 0), tgt_len)
+        index = E.add(S.unsqueeze(start, 1), S.unsqueeze(pos, 0))
+        inside = E.lt(S.unsqueeze(pos, 0), S.unsqueeze(tgt_len, 1))
+        index = E.where(inside, E.clamp(index, 0, max(width - 1, 0)), C.zeros((), dtype=dt.int64))
+        padded = I.gather(S.expand(S.unsqueeze(tgt, 0), (batch, width)), 1, index) if width else \
+            C.zeros((batch, 0), dtype=dt.int64, device=device)
+    else:
+        raise ShapeError(f"{op}: expected padded (N, S) or concatenated 1-D targets, got "
+                         f"{list(tgt.shape)}")
+    width = padded.shape[1]
+    if _is_concrete(in_len, tgt_len, padded):
+        if bool(R.any(E.gt(in_len, steps))) or bool(R.any(E.lt(in_len, 0))):
+            raise ValueError(f"{op}: expected input_lengths in [0, {steps}], got "
+                             f"{in_len.tolist()}")
+        if bool(R.any(E.gt(tgt_len, width))) or bool(R.any(E.lt(tgt_len, 0))):
+            raise ValueError(f"{op}: expected target_lengths in [0, {width}] (the targets' "
+                             f"length), got {tgt_len.tolist()}")
+        used = E.lt(S.unsqueeze(C.arange(width), 0), S.unsqueeze(tgt_len, 1))
+        labels = I.masked_select(padded, used)
+        if labels.numel() and bool(R.any(E.logical_or(E.lt(labels, 0), E.ge(labels, classes)))):
+            raise IndexError(f"{op}: target labels must be in [0, {classes})")
+    # the extended target: blank, y1, blank, y2, ..., blank (length 2S + 1)
+    blanks = C.full((batch, width), blank, dtype=dt.int64, device=device)
+    ext = S.reshape(S.stack([blanks, padded], 2), (batch, 2 * width))
+    ext = S.cat([ext, C.full((batch, 1), blank, dtype=dt.int64, device=device)], 1)
+    length = 2 * width + 1
+    ext_before = S.cat([C.full((batch, 2), -1, dtype=dt.int64, device=device),
+                        S.narrow(ext, 1, 0, length - 2)], 1)
+    skip = E.logical_and(E.ne(ext, blank), E.ne(ext, ext_before))  # s - 2 -> s allowed
+    work = lp.dtype
+    neg = C.full((), _CTC_NEG, dtype=work, device=device)
+    # log-probabilities of each extended label at each step: (T, N, 2S + 1)
+    emit = I.gather(lp, 2, S.expand(S.unsqueeze(ext, 0), (steps, batch, length)))
+    emit = E.maximum(emit, neg)
+    pos = S.unsqueeze(C.arange(length, device=device), 0)
+    if steps:
+        alpha = E.where(E.lt(pos, 2), S.select(emit, 0, 0), neg)
+    else:
+        alpha = E.where(E.eq(pos, 0), C.zeros((), dtype=work), neg)
+    pad1 = C.full((batch, 1), _CTC_NEG, dtype=work, device=device)
+    pad2 = C.full((batch, 2), _CTC_NEG, dtype=work, device=device)
+    for t in range(1, steps):
+        one = S.cat([pad1, S.narrow(alpha, 1, 0, length - 1)], 1)
+        two = E.where(skip, S.cat([pad2, S.narrow(alpha, 1, 0, length - 2)], 1), neg) \
+            if length > 2 else C.full((batch, length), _CTC_NEG, dtype=work, device=device)
+        step = E.add(R.logsumexp(S.stack([alpha, one, two]), 0), S.select(emit, 0, t))
+        alpha = E.where(S.unsqueeze(E.gt(in_len, t), 1), step, alpha)
+    last = E.mul(tgt_len, 2)  # the final blank; the final label is one before it
+    end_blank = S.squeeze(I.gather(alpha, 1, S.unsqueeze(last, 1)), 1)
+    end_label = S.squeeze(I.gather(alpha, 1, S.unsqueeze(E.clamp(E.sub(last, 1), 0), 1)), 1)
+    end_label = E.where(E.gt(tgt_len, 0), end_label, neg)
+    nll = E.neg(R.logsumexp(S.stack([end_blank, end_label]), 0))
+    if steps:  # no input steps: only the empty target is possible
+        nll = E.where(E.eq(in_len, 0), E.where(E.eq(tgt_len, 0), C.zeros((), dtype=work), -neg), nll)
+    impossible = E.ge(nll, -0.5 * _CTC_NEG)
+    inf = C.full((), math.inf, dtype=work, device=device)
+    nll = E.where(impossible, C.zeros((), dtype=work) if zero_infinity else inf, nll)
+    if reduction == "mean":
+        return R.mean(E.div(nll, E.cast(E.clamp(tgt_len, 1), work)))
+    if reduction == "sum":
+        return R.sum(nll)
+    return S.reshape(nll, ()) if unbatched else nll
 

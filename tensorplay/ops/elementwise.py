@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..amp import autocast_mode as _amp
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
@@ -100,6 +101,7 @@ def fmod(input: Any, other: Any) -> Tensor:
     return _binary("tp.fmod", input, other)
 
 
+@_amp.policy("fp32", cpu=False)
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001
     return _binary("tp.pow", input, exponent)
 
@@ -203,6 +205,7 @@ def abs(input: Any) -> Tensor:  # noqa: A001
 absolute = abs
 
 
+@_amp.policy("fp32", cpu=False)
 def exp(input: Any) -> Tensor:
     return _unary("tp.exp", input)
 
@@ -211,22 +214,27 @@ def exp2(input: Any) -> Tensor:
     return _unary("tp.exp2", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def expm1(input: Any) -> Tensor:
     return _unary("tp.expm1", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def log(input: Any) -> Tensor:
     return _unary("tp.log", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def log2(input: Any) -> Tensor:
     return _unary("tp.log2", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def log10(input: Any) -> Tensor:
     return _unary("tp.log10", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def log1p(input: Any) -> Tensor:
     return _unary("tp.log1p", input)
 
@@ -235,6 +243,7 @@ def sqrt(input: Any) -> Tensor:
     return _unary("tp.sqrt", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def rsqrt(input: Any) -> Tensor:
     return _unary("tp.rsqrt", input)
 
@@ -243,6 +252,7 @@ def square(input: Any) -> Tensor:
     return mul(input, input)
 
 
+@_amp.policy("fp32", cpu=False)
 def reciprocal(input: Any) -> Tensor:
     return _unary("tp.reciprocal", input)
 
@@ -255,14 +265,17 @@ def cos(input: Any) -> Tensor:
     return _unary("tp.cos", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def tan(input: Any) -> Tensor:
     return _unary("tp.tan", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def asin(input: Any) -> Tensor:
     return _unary("tp.asin", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def acos(input: Any) -> Tensor:
     return _unary("tp.acos", input)
 
@@ -274,10 +287,12 @@ def atan(input: Any) -> Tensor:
 arcsin, arccos, arctan = asin, acos, atan
 
 
+@_amp.policy("fp32", cpu=False)
 def sinh(input: Any) -> Tensor:
     return _unary("tp.sinh", input)
 
 
+@_amp.policy("fp32", cpu=False)
 def cosh(input: Any) -> Tensor:
     return _unary("tp.cosh", input)
 

@@ -5,7 +5,9 @@ checks PyTorch makes for the narrower functions (``mm`` takes matrices, ``bmm`` 
 batches, ``dot`` vectors). ``einsum`` is a composition: diagonals by reshape and strided
 slice, operands aligned by permute and reshape, private dims summed, then a left-to-right
 chain of pairwise contractions, each a batched ``tp.matmul`` (or a product when nothing is
-summed), the order PyTorch uses, so results and dtypes agree with it.
+summed), the order PyTorch uses, so results and dtypes agree with it. ``cdist`` takes
+PyTorch's two routes: for p=2 with more than 25 rows (or when asked) a matrix product of
+operands padded with their squared norms, else the norms of all pairwise differences.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..amp import autocast_mode as _amp
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp.errors import DTypeError, ShapeError
@@ -23,7 +26,7 @@ from . import elementwise as E
 from . import reduction as R
 from .shape import reshape_to, slice_dim
 
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "inner", "outer", "ger", "einsum"]
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "inner", "outer", "ger", "einsum", "cdist"]
 
 
 def _tensor(op: str, value: Any, name: str, position: int) -> Tensor:
@@ -35,6 +38,7 @@ def _tensor(op: str, value: Any, name: str, position: int) -> Tensor:
                     f"{type(value).__name__}")
 
 
+@_amp.policy("lower")
 def matmul(input: Any, other: Any) -> Tensor:
     """Matrix product with broadcasting batch dims; 1-D operands are vectors (``@``).
 
@@ -45,6 +49,7 @@ def matmul(input: Any, other: Any) -> Tensor:
     return apply("tp.matmul", _tensor("matmul", input, "input", 1), _tensor("matmul", other, "other", 2))
 
 
+@_amp.policy("lower")
 def mm(input: Any, mat2: Any) -> Tensor:
     """Product of two matrices (2-D only)."""
     a, b = _tensor("mm", input, "input", 1), _tensor("mm", mat2, "mat2", 2)
@@ -55,6 +60,7 @@ def mm(input: Any, mat2: Any) -> Tensor:
     return apply("tp.matmul", a, b)
 
 
+@_amp.policy("lower")
 def bmm(input: Any, mat2: Any) -> Tensor:
     """Batched matrix product of two 3-D tensors with equal batch sizes (no broadcasting)."""
     a, b = _tensor("bmm", input, "input", 1), _tensor("bmm", mat2, "mat2", 2)
@@ -68,6 +74,7 @@ def bmm(input: Any, mat2: Any) -> Tensor:
     return apply("tp.matmul", a, b)
 
 
+@_amp.policy("lower", cpu=False)
 def mv(input: Any, vec: Any) -> Tensor:
     """Product of a matrix and a vector."""
     a, v = _tensor("mv", input, "input", 1), _tensor("mv", vec, "vec", 2)
@@ -264,6 +271,7 @@ def _contract_pair(a: Tensor, b: Tensor, sum_dims: list[int]) -> Tensor:
     return apply("tp.permute", out, dims=inverse)
 
 
+@_amp.policy("lower", cpu=False)
 def einsum(*args: Any) -> Tensor:
     """Sum of products over the labelled dims of the operands, as in ``numpy.einsum``.
 
@@ -376,3 +384,98 @@ def einsum(*args: Any) -> Tensor:
                 holders[d] = 0
         result = _contract_pair(result, b, sum_dims)
     return reshape_to(result, out_shape, "einsum")
+
+
+_CDIST_MODES = {
+    "use_mm_for_euclid_dist_if_necessary": None,
+    "use_mm_for_euclid_dist": True,
+    "donot_use_mm_for_euclid_dist": False,
+}
+
+
+def _guarded_pow(v: Tensor, exponent: float) -> Tensor:
+    """``v ** exponent`` for ``v >= 0`` whose gradient is 0 (not NaN) where ``v`` is 0, as
+    PyTorch's cdist backward; the plain power when nothing is recorded."""
+    from . import creation as C
+    from ._helpers import tracking
+
+    if not tracking(v):
+        return E.pow(v, exponent)
+    zero = E.eq(v, 0)
+    return E.where(zero, E.mul(v, 0), E.pow(E.where(zero, C.ones((), dtype=v.dtype), v), exponent))
+
+
+def _euclidean_by_matmul(a: Tensor, b: Tensor) -> Tensor:
+    """Distances from ``|a|^2 - 2 a.b + |b|^2``, one batched product of padded operands."""
+    from . import creation as C
+    from ._helpers import sqrt_zero_grad
+    from .shape import cat, transpose
+
+    a_norm = R.sum(E.mul(a, a), -1, True)
+    b_norm = R.sum(E.mul(b, b), -1, True)
+    left = cat([E.mul(a, -2), a_norm, C.ones_like(a_norm)], -1)
+    right = cat([b, C.ones_like(b_norm), b_norm], -1)
+    return sqrt_zero_grad(E.clamp(matmul(left, transpose(right, -1, -2)), min=0))
+
+
+def _pairwise(a: Tensor, b: Tensor, p: float) -> Tensor:
+    """p-norms of every difference of a row of ``a`` and a row of ``b``."""
+    import math
+
+    from . import creation as C
+    from ._helpers import sqrt_zero_grad
+    from .shape import unsqueeze
+
+    diff = E.sub(unsqueeze(a, -2), unsqueeze(b, -3))
+    if p == 0:  # the nonzero count (NaN counts), through sign so the gradient is 0, as PyTorch's
+        nonzero = E.abs(E.sign(diff))
+        return R.sum(E.where(E.isnan(nonzero), C.ones((), dtype=diff.dtype), nonzero), -1)
+    if p == math.inf:
+        if diff.shape[-1] == 0:  # no columns: every distance is 0 (a sum over nothing)
+            return R.sum(E.abs(diff), -1)
+        return R.amax(E.abs(diff), -1)
+    if p == 1:
+        return R.sum(E.abs(diff), -1)
+    if p == 2:
+        return sqrt_zero_grad(R.sum(E.mul(diff, diff), -1))
+    return _guarded_pow(R.sum(_guarded_pow(E.abs(diff), p), -1), 1.0 / p)
+
+
+@_amp.policy("fp32")
+def cdist(x1: Any, x2: Any, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """The p-norm distance of every row of ``x1`` (``[*, P, M]``) to every row of ``x2``
+    (``[*, R, M]``): a ``[*, P, R]`` tensor, batch dims broadcast. For p=2 the distances come
+    from a matrix product when either operand has more than 25 rows (``compute_mode``:
+    ``"use_mm_for_euclid_dist"`` always, ``"donot_use_mm_for_euclid_dist"`` never), as in
+    PyTorch; other p take the differences themselves."""
+    import math
+
+    from ._helpers import is_scalar
+
+    a, b = _tensor("cdist", x1, "x1", 1), _tensor("cdist", x2, "x2", 2)
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"cdist: {compute_mode} is not a valid value for compute_mode")
+    if not is_scalar(p) or isinstance(p, (bool, np.bool_)):
+        raise TypeError(f"cdist(): argument 'p' must be a number, not {type(p).__name__}")
+    p = float(p)
+    for name, t in (("X1", a), ("X2", b)):
+        if t.ndim < 2:
+            raise ShapeError(f"cdist: cdist only supports at least 2D tensors, {name} got: {t.ndim}D")
+    if a.shape[-1] != b.shape[-1]:
+        raise ShapeError(f"cdist: X1 and X2 must have the same number of columns. X1: {a.shape[-1]} "
+                         f"X2: {b.shape[-1]}")
+    for name, t in (("X1", a), ("X2", b)):
+        if not t.dtype.is_floating_point:
+            raise DTypeError(f"cdist: cdist only supports floating-point dtypes, {name} got: {t.dtype.name}")
+        if t.dtype.computes_in is not t.dtype:
+            raise DTypeError(f"cdist: not implemented for dtype {t.dtype.name} (use float32 or float64)")
+    if a.dtype is not b.dtype:
+        raise DTypeError(f"cdist: X1 and X2 must have the same dtype, got {a.dtype.name} and {b.dtype.name}")
+    if math.isnan(p) or p < 0:
+        raise ValueError("cdist: cdist only supports non-negative p values")
+    use_mm = _CDIST_MODES[compute_mode]
+    if p == 2 and a.numel() != 0 and b.numel() != 0 and (
+            use_mm or (use_mm is None and (a.shape[-2] > 25 or b.shape[-2] > 25))):
+        return _euclidean_by_matmul(a, b)
+    return _pairwise(a, b, p)

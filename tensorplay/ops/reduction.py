@@ -1,5 +1,6 @@
 """Reduction and normalization functions: sum, mean, prod, extrema and their indices,
-var/std, logsumexp, all/any, norm, cumsum, softmax, log_softmax and layer_norm.
+var/std, logsumexp, all/any, norm, cumsum, cumprod, logcumsumexp, softmax, log_softmax and
+layer_norm.
 
 Each function maps PyTorch's signature onto tp reduction ops (or a short composition of
 them) through :func:`tensorplay._dispatch.apply`.
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..amp import autocast_mode as _amp
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
@@ -25,7 +27,8 @@ from ._helpers import as_tensor_arg, int_tuple, is_scalar, sqrt_zero_grad, track
 
 __all__ = [
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-    "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum", "layer_norm",
+    "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum", "cumprod", "logcumsumexp",
+    "layer_norm",
 ]
 
 
@@ -67,6 +70,7 @@ def _dtype(dtype: Any) -> dt.DType | None:
     return None if dtype is None else dt.as_dtype(dtype)
 
 
+@_amp.policy("fp32", cpu=False)
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Any = None) -> Tensor:
     """Sum over ``dim`` (all dims when None); bool and integer inputs sum in int64."""
@@ -80,6 +84,7 @@ def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
                  dtype=_dtype(dtype))
 
 
+@_amp.policy("fp32")
 def prod(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """Product over one ``dim`` (all elements when None); bool and integers multiply in int64."""
     dims = None if dim is None else (_single_dim("prod", dim),)
@@ -184,6 +189,7 @@ def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False
     return sqrt_zero_grad(_var("std", x, dim, unbiased, keepdim, correction))
 
 
+@_amp.policy("fp32", cpu=False)
 def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input)))`` over ``dim``, without overflow for large inputs."""
     return apply("tp.logsumexp", as_tensor_arg(input, "logsumexp"), dims=_dims("logsumexp", dim),
@@ -202,22 +208,38 @@ def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: 
                  dims=_dims("any", dim, empty_means_all=False), keepdim=keepdim)
 
 
+@_amp.policy("fp32", cpu=False)
 def softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``; ``dtype`` converts the input first."""
     return apply("tp.softmax", as_tensor_arg(input, "softmax"), dim=_single_dim("softmax", dim),
                  dtype=_dtype(dtype))
 
 
+@_amp.policy("fp32", cpu=False)
 def log_softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
     """``x - logsumexp(x)`` along ``dim``; ``dtype`` converts the input first."""
     return apply("tp.log_softmax", as_tensor_arg(input, "log_softmax"),
                  dim=_single_dim("log_softmax", dim), dtype=_dtype(dtype))
 
 
+@_amp.policy("fp32", cpu=False)
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
     """Running sum along ``dim``; bool and integer inputs sum in int64."""
     return apply("tp.cumsum", as_tensor_arg(input, "cumsum"), dim=_single_dim("cumsum", dim),
                  dtype=_dtype(dtype))
+
+
+@_amp.policy("fp32", cpu=False)
+def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
+    """Running product along ``dim``; bool and integer inputs multiply in int64."""
+    return apply("tp.cumprod", as_tensor_arg(input, "cumprod"), dim=_single_dim("cumprod", dim),
+                 dtype=_dtype(dtype))
+
+
+def logcumsumexp(input: Any, dim: int) -> Tensor:
+    """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow or underflow."""
+    return apply("tp.logcumsumexp", as_tensor_arg(input, "logcumsumexp"),
+                 dim=_single_dim("logcumsumexp", dim))
 
 
 def _check_nonempty_norm(x: Tensor, dims: tuple[int, ...] | None, p: float) -> None:
@@ -274,6 +296,7 @@ def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
     return _vector_norm(x, float(p), dims, keepdim)
 
 
+@_amp.policy("fp32", cpu=False)
 def layer_norm(input: Any, normalized_shape: Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalize over the trailing ``normalized_shape`` dims, then apply ``weight`` and

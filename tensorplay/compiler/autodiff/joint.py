@@ -19,6 +19,7 @@ import numpy as np
 
 from ... import _dispatch
 from ..._grad_mode import no_grad
+from ...amp.autocast_mode import suspended as autocast_suspended
 from ..._tensor import Tensor
 from ...autograd.engine import add_gradients, fit_gradient
 from ...dialects.tp.graph import CALL, Graph, Node, Value
@@ -193,7 +194,7 @@ def build_joint(graph: Graph, requires: Sequence[int], *, shape_env: Any = None)
         tangent = Value(v.type, None, len(joint.tangents), f"tangent{len(joint.tangents)}")
         joint.tangents.append(tangent)
         grads[v] = add_gradients(grads.get(v), tensor(tangent))
-    with no_grad(), _dispatch.capture_handler(tape):
+    with no_grad(), autocast_suspended(), _dispatch.capture_handler(tape):
         _backprop(graph.nodes, live, grads, tensor, tape)
         joint.gradients = [None if graph.inputs[i] not in grads else tape.value_of(grads[graph.inputs[i]])
                            for i in requires]

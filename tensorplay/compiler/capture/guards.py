@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..._grad_mode import is_grad_enabled, is_inference_mode_enabled
+from ...amp.autocast_mode import state_key as autocast_state
 from ..._tensor import Tensor
 from ...runtime.storage import DeviceArray
 from ...dialects.tp import dtypes as dt
@@ -73,6 +74,7 @@ class GlobalModes(NamedTuple):
     grad: bool
     inference: bool
     default_dtype: Any
+    autocast: tuple | None  # (device type, dtype name) pairs where autocast is on
 
 
 class CallKey(NamedTuple):
@@ -133,7 +135,8 @@ def call_key(treedef: pytree.TreeDef, leaves: Sequence[Any]) -> CallKey:
                 alias += ((i, j),)
         else:
             keys.append(_leaf_key(x))
-    modes = _new(GlobalModes, (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype()))
+    modes = _new(GlobalModes, (is_grad_enabled(), is_inference_mode_enabled(), dt.get_default_dtype(),
+                               autocast_state()))
     return _new(CallKey, (treedef, tuple(keys), alias, modes))
 
 
@@ -200,7 +203,7 @@ def describe_change(old: CallKey, old_paths: Sequence[str], new: CallKey, new_pa
         changes.append("the structure of the arguments changed")
     if old.alias != new.alias:
         changes.append("tensor arguments alias each other differently")
-    for label, a, b in zip(("grad mode", "inference mode", "default dtype"), old.modes, new.modes):
+    for label, a, b in zip(("grad mode", "inference mode", "default dtype", "autocast"), old.modes, new.modes):
         if a != b:
             changes.append(f"{label} {_show(a)} -> {_show(b)}")
     return "; ".join(changes) or "guards changed"
