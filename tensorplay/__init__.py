@@ -11,6 +11,11 @@ import builtins
 
 from . import dialects  # noqa: F401  (the op registry; also tensorplay.dialects)
 from . import autograd, nn, optim
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_dtype
+from . import utils
+from . import accelerator, backends, cuda  # device probes as PyTorch scripts ask them (docs/runner.md)
+from . import safetensors  # save_file/load_file as safetensors.torch has them (docs/training.md)
 from .serialization import load, save
 from ._device import device
 from ._grad_mode import (
@@ -56,7 +61,8 @@ from .ops.indexing import (
     triu,
     unique,
 )
-from .ops.linalg import bmm, dot, einsum, ger, inner, matmul, mm, mv, outer
+from .ops.counting import bincount, histc
+from .ops.linalg import bmm, cdist, dot, einsum, ger, inner, matmul, mm, mv, outer
 from .ops.creation import (
     arange,
     as_tensor,
@@ -72,6 +78,8 @@ from .ops.creation import (
     ones_like,
     scalar_tensor,
     tensor,
+    tril_indices,
+    triu_indices,
     zeros,
     zeros_like,
 )
@@ -174,7 +182,9 @@ from .ops.reduction import (
     any,  # noqa: A004
     argmax,
     argmin,
+    cumprod,
     cumsum,
+    logcumsumexp,
     layer_norm,
     log_softmax,
     logsumexp,
@@ -188,9 +198,21 @@ from .ops.reduction import (
     sum,  # noqa: A004
     var,
 )
+from .ops.sorting import (
+    argsort,
+    bucketize,
+    kthvalue,
+    msort,
+    searchsorted,
+    sort,
+    topk,
+)
 from .ops.shape import (
     as_strided,
     diagonal,
+    diff,
+    roll,
+    rot90,
     select,
     broadcast_shapes,
     broadcast_tensors,

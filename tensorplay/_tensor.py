@@ -939,16 +939,20 @@ _FORWARDED = {
     ],
     "_RD": [
         "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-        "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum",
+        "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum", "cumprod",
+        "logcumsumexp",
     ],
     "_S": [
         "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
         "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
         "movedim", "narrow", "select", "flip", "repeat", "tile", "as_strided", "diagonal", "unfold",
+        "roll", "rot90", "diff",
     ],
     "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
            "scatter_add", "unique"],
     "_L": ["matmul", "mm", "bmm", "dot", "outer"],
+    "_CT": ["bincount", "histc"],
+    "_SO": ["sort", "argsort", "msort", "topk", "kthvalue"],
 }
 for _module_attr, _names in _FORWARDED.items():
     for _name in _names:
@@ -986,9 +990,11 @@ Tensor.where = _where
 
 # Imported last: these modules import Tensor from here.
 from .ops import creation as _C  # noqa: E402
+from .ops import counting as _CT  # noqa: E402
 from .ops import elementwise as _E  # noqa: E402
 from .ops import indexing as _I  # noqa: E402
 from .ops import linalg as _L  # noqa: E402
 from .ops import random as _R  # noqa: E402
 from .ops import reduction as _RD  # noqa: E402
 from .ops import shape as _S  # noqa: E402
+from .ops import sorting as _SO  # noqa: E402

@@ -23,10 +23,10 @@ func.func @op_acosh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 }
 
 // CHECK-LABEL: func.func @op_add(
-// CHECK-NEXT: %0 = "tp.add"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-func.func @op_add(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "tp.add"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-  return %0 : tensor<3x4xf32>
+// CHECK-NEXT: %0 = "tp.add"(%arg0, %arg1) : (tensor<2x3x4x9xf32>, tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32>
+func.func @op_add(%arg0: tensor<2x3x4x9xf32>, %arg1: tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32> {
+  %0 = "tp.add"(%arg0, %arg1) : (tensor<2x3x4x9xf32>, tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32>
+  return %0 : tensor<2x3x4x9xf32>
 }
 
 // CHECK-LABEL: func.func @op_all(
@@ -37,24 +37,24 @@ func.func @op_all(%arg0: tensor<50x8xi1>) -> tensor<i1> {
 }
 
 // CHECK-LABEL: func.func @op_amax(
-// CHECK-NEXT: %0 = "tp.amax"(%arg0) {keepdim = false} : (tensor<3xi64>) -> tensor<i64>
-func.func @op_amax(%arg0: tensor<3xi64>) -> tensor<i64> {
-  %0 = "tp.amax"(%arg0) {keepdim = false} : (tensor<3xi64>) -> tensor<i64>
-  return %0 : tensor<i64>
+// CHECK-NEXT: %0 = "tp.amax"(%arg0) {dims = array<i64: -1>, keepdim = true} : (tensor<2x3x3x4x6xi32>) -> tensor<2x3x3x4x1xi32>
+func.func @op_amax(%arg0: tensor<2x3x3x4x6xi32>) -> tensor<2x3x3x4x1xi32> {
+  %0 = "tp.amax"(%arg0) {dims = array<i64: -1>, keepdim = true} : (tensor<2x3x3x4x6xi32>) -> tensor<2x3x3x4x1xi32>
+  return %0 : tensor<2x3x3x4x1xi32>
 }
 
 // CHECK-LABEL: func.func @op_amin(
-// CHECK-NEXT: %0 = "tp.amin"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<f32>
-func.func @op_amin(%arg0: tensor<3x4x5xf32>) -> tensor<f32> {
-  %0 = "tp.amin"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<f32>
-  return %0 : tensor<f32>
+// CHECK-NEXT: %0 = "tp.amin"(%arg0) {keepdim = false} : (tensor<20xi8>) -> tensor<i8>
+func.func @op_amin(%arg0: tensor<20xi8>) -> tensor<i8> {
+  %0 = "tp.amin"(%arg0) {keepdim = false} : (tensor<20xi8>) -> tensor<i8>
+  return %0 : tensor<i8>
 }
 
 // CHECK-LABEL: func.func @op_any(
-// CHECK-NEXT: %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<i1>
-func.func @op_any(%arg0: tensor<3x4x5xf32>) -> tensor<i1> {
-  %0 = "tp.any"(%arg0) {keepdim = false} : (tensor<3x4x5xf32>) -> tensor<i1>
-  return %0 : tensor<i1>
+// CHECK-NEXT: %0 = "tp.any"(%arg0) {dims = array<i64: 1>, keepdim = false} : (tensor<3x4x4xi1>) -> tensor<3x4xi1>
+func.func @op_any(%arg0: tensor<3x4x4xi1>) -> tensor<3x4xi1> {
+  %0 = "tp.any"(%arg0) {dims = array<i64: 1>, keepdim = false} : (tensor<3x4x4xi1>) -> tensor<3x4xi1>
+  return %0 : tensor<3x4xi1>
 }
 
 // CHECK-LABEL: func.func @op_arange(
@@ -65,10 +65,10 @@ func.func @op_arange() -> tensor<4xi64> {
 }
 
 // CHECK-LABEL: func.func @op_argmax(
-// CHECK-NEXT: %0 = "tp.argmax"(%arg0) {dim = 0 : i64, keepdim = false} : (tensor<3x4x5xf32>) -> tensor<4x5xi64>
-func.func @op_argmax(%arg0: tensor<3x4x5xf32>) -> tensor<4x5xi64> {
-  %0 = "tp.argmax"(%arg0) {dim = 0 : i64, keepdim = false} : (tensor<3x4x5xf32>) -> tensor<4x5xi64>
-  return %0 : tensor<4x5xi64>
+// CHECK-NEXT: %0 = "tp.argmax"(%arg0) {dim = -1 : i64, keepdim = true} : (tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x1xi64>
+func.func @op_argmax(%arg0: tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x1xi64> {
+  %0 = "tp.argmax"(%arg0) {dim = -1 : i64, keepdim = true} : (tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x1xi64>
+  return %0 : tensor<2x3x3x4x1xi64>
 }
 
 // CHECK-LABEL: func.func @op_argmin(
@@ -149,17 +149,17 @@ func.func @op_bitwise_xor(%arg0: tensor<3x4xi8>, %arg1: tensor<3x4xi8>) -> tenso
 }
 
 // CHECK-LABEL: func.func @op_broadcast_to(
-// CHECK-NEXT: %0 = "tp.broadcast_to"(%arg0) {shape = array<i64: 4>} : (tensor<f32>) -> tensor<4xf32>
-func.func @op_broadcast_to(%arg0: tensor<f32>) -> tensor<4xf32> {
-  %0 = "tp.broadcast_to"(%arg0) {shape = array<i64: 4>} : (tensor<f32>) -> tensor<4xf32>
-  return %0 : tensor<4xf32>
+// CHECK-NEXT: %0 = "tp.broadcast_to"(%arg0) {shape = array<i64: 2, 3, 3, 4, 6>} : (tensor<3x4x6xi64>) -> tensor<2x3x3x4x6xi64>
+func.func @op_broadcast_to(%arg0: tensor<3x4x6xi64>) -> tensor<2x3x3x4x6xi64> {
+  %0 = "tp.broadcast_to"(%arg0) {shape = array<i64: 2, 3, 3, 4, 6>} : (tensor<3x4x6xi64>) -> tensor<2x3x3x4x6xi64>
+  return %0 : tensor<2x3x3x4x6xi64>
 }
 
 // CHECK-LABEL: func.func @op_cast(
-// CHECK-NEXT: %0 = "tp.cast"(%arg0) {dtype = f32} : (tensor<4x5xi8>) -> tensor<4x5xf32>
-func.func @op_cast(%arg0: tensor<4x5xi8>) -> tensor<4x5xf32> {
-  %0 = "tp.cast"(%arg0) {dtype = f32} : (tensor<4x5xi8>) -> tensor<4x5xf32>
-  return %0 : tensor<4x5xf32>
+// CHECK-NEXT: %0 = "tp.cast"(%arg0) {dtype = i32} : (tensor<2x3x3x4x6xi1>) -> tensor<2x3x3x4x6xi32>
+func.func @op_cast(%arg0: tensor<2x3x3x4x6xi1>) -> tensor<2x3x3x4x6xi32> {
+  %0 = "tp.cast"(%arg0) {dtype = i32} : (tensor<2x3x3x4x6xi1>) -> tensor<2x3x3x4x6xi32>
+  return %0 : tensor<2x3x3x4x6xi32>
 }
 
 // CHECK-LABEL: func.func @op_ceil(
@@ -177,10 +177,10 @@ func.func @op_clamp(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 }
 
 // CHECK-LABEL: func.func @op_concat(
-// CHECK-NEXT: %0 = "tp.concat"(%arg0, %arg1) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
-func.func @op_concat(%arg0: tensor<2x3xf32>, %arg1: tensor<4x3xf32>) -> tensor<6x3xf32> {
-  %0 = "tp.concat"(%arg0, %arg1) {dim = 0 : i64} : (tensor<2x3xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
-  return %0 : tensor<6x3xf32>
+// CHECK-NEXT: %0 = "tp.concat"(%arg0, %arg1) {dim = 0 : i64} : (tensor<3xf32>, tensor<57xf32>) -> tensor<60xf32>
+func.func @op_concat(%arg0: tensor<3xf32>, %arg1: tensor<57xf32>) -> tensor<60xf32> {
+  %0 = "tp.concat"(%arg0, %arg1) {dim = 0 : i64} : (tensor<3xf32>, tensor<57xf32>) -> tensor<60xf32>
+  return %0 : tensor<60xf32>
 }
 
 // CHECK-LABEL: func.func @op_constant(
@@ -211,11 +211,18 @@ func.func @op_cosh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
   return %0 : tensor<4x5xf32>
 }
 
+// CHECK-LABEL: func.func @op_cumprod(
+// CHECK-NEXT: %0 = "tp.cumprod"(%arg0) {dim = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+func.func @op_cumprod(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %0 = "tp.cumprod"(%arg0) {dim = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
 // CHECK-LABEL: func.func @op_cumsum(
-// CHECK-NEXT: %0 = "tp.cumsum"(%arg0) {dim = 0 : i64} : (tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
-func.func @op_cumsum(%arg0: tensor<3x4x5xf32>) -> tensor<3x4x5xf32> {
-  %0 = "tp.cumsum"(%arg0) {dim = 0 : i64} : (tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
-  return %0 : tensor<3x4x5xf32>
+// CHECK-NEXT: %0 = "tp.cumsum"(%arg0) {dim = 1 : i64} : (tensor<3x4xi64>) -> tensor<3x4xi64>
+func.func @op_cumsum(%arg0: tensor<3x4xi64>) -> tensor<3x4xi64> {
+  %0 = "tp.cumsum"(%arg0) {dim = 1 : i64} : (tensor<3x4xi64>) -> tensor<3x4xi64>
+  return %0 : tensor<3x4xi64>
 }
 
 // CHECK-LABEL: func.func @op_div(
@@ -261,10 +268,10 @@ func.func @op_expm1(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 }
 
 // CHECK-LABEL: func.func @op_flip(
-// CHECK-NEXT: %0 = "tp.flip"(%arg0) {dims = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<3x4xf32>
-func.func @op_flip(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "tp.flip"(%arg0) {dims = array<i64: 0>} : (tensor<3x4xf32>) -> tensor<3x4xf32>
-  return %0 : tensor<3x4xf32>
+// CHECK-NEXT: %0 = "tp.flip"(%arg0) {dims = array<i64: 2, 3>} : (tensor<2x3x3x3xf32>) -> tensor<2x3x3x3xf32>
+func.func @op_flip(%arg0: tensor<2x3x3x3xf32>) -> tensor<2x3x3x3xf32> {
+  %0 = "tp.flip"(%arg0) {dims = array<i64: 2, 3>} : (tensor<2x3x3x3xf32>) -> tensor<2x3x3x3xf32>
+  return %0 : tensor<2x3x3x3xf32>
 }
 
 // CHECK-LABEL: func.func @op_floor(
@@ -289,17 +296,17 @@ func.func @op_fmod(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4
 }
 
 // CHECK-LABEL: func.func @op_full(
-// CHECK-NEXT: %0 = "tp.full"() {dtype = f32, shape = array<i64>, value = 0.000000e+00 : f64} : () -> tensor<f32>
-func.func @op_full() -> tensor<f32> {
-  %0 = "tp.full"() {dtype = f32, shape = array<i64>, value = 0.000000e+00 : f64} : () -> tensor<f32>
-  return %0 : tensor<f32>
+// CHECK-NEXT: %0 = "tp.full"() {dtype = f32, shape = array<i64: 27, 1>, value = 1.000000e+00 : f64} : () -> tensor<27x1xf32>
+func.func @op_full() -> tensor<27x1xf32> {
+  %0 = "tp.full"() {dtype = f32, shape = array<i64: 27, 1>, value = 1.000000e+00 : f64} : () -> tensor<27x1xf32>
+  return %0 : tensor<27x1xf32>
 }
 
 // CHECK-LABEL: func.func @op_gather(
-// CHECK-NEXT: %0 = "tp.gather"(%arg0, %arg1) {dim = 0 : i64} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
-func.func @op_gather(%arg0: tensor<3x4xf32>, %arg1: tensor<2x4xi64>) -> tensor<2x4xf32> {
-  %0 = "tp.gather"(%arg0, %arg1) {dim = 0 : i64} : (tensor<3x4xf32>, tensor<2x4xi64>) -> tensor<2x4xf32>
-  return %0 : tensor<2x4xf32>
+// CHECK-NEXT: %0 = "tp.gather"(%arg0, %arg1) {dim = 4 : i64} : (tensor<2x3x3x4x6xi64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+func.func @op_gather(%arg0: tensor<2x3x3x4x6xi64>, %arg1: tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64> {
+  %0 = "tp.gather"(%arg0, %arg1) {dim = 4 : i64} : (tensor<2x3x3x4x6xi64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+  return %0 : tensor<2x3x3x4x1xi64>
 }
 
 // CHECK-LABEL: func.func @op_ge(
@@ -317,10 +324,10 @@ func.func @op_gelu(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 }
 
 // CHECK-LABEL: func.func @op_gt(
-// CHECK-NEXT: %0 = "tp.gt"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xi1>
-func.func @op_gt(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xi1> {
-  %0 = "tp.gt"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xi1>
-  return %0 : tensor<3x4xi1>
+// CHECK-NEXT: %0 = "tp.gt"(%arg0, %arg1) : (tensor<2x3x3x4x1xi32>, tensor<i32>) -> tensor<2x3x3x4x1xi1>
+func.func @op_gt(%arg0: tensor<2x3x3x4x1xi32>, %arg1: tensor<i32>) -> tensor<2x3x3x4x1xi1> {
+  %0 = "tp.gt"(%arg0, %arg1) : (tensor<2x3x3x4x1xi32>, tensor<i32>) -> tensor<2x3x3x4x1xi1>
+  return %0 : tensor<2x3x3x4x1xi1>
 }
 
 // CHECK-LABEL: func.func @op_index(
@@ -338,10 +345,10 @@ func.func @op_index_put(%arg0: tensor<3x4xf32>, %arg1: tensor<3x2xf32>, %arg2: t
 }
 
 // CHECK-LABEL: func.func @op_index_select(
-// CHECK-NEXT: %0 = "tp.index_select"(%arg0, %arg1) {dim = 0 : i64} : (tensor<4x3xf32>, tensor<3xi64>) -> tensor<3x3xf32>
-func.func @op_index_select(%arg0: tensor<4x3xf32>, %arg1: tensor<3xi64>) -> tensor<3x3xf32> {
-  %0 = "tp.index_select"(%arg0, %arg1) {dim = 0 : i64} : (tensor<4x3xf32>, tensor<3xi64>) -> tensor<3x3xf32>
-  return %0 : tensor<3x3xf32>
+// CHECK-NEXT: %0 = "tp.index_select"(%arg0, %arg1) {dim = 2 : i64} : (tensor<2x3x7x5xf32>, tensor<9xi64>) -> tensor<2x3x9x5xf32>
+func.func @op_index_select(%arg0: tensor<2x3x7x5xf32>, %arg1: tensor<9xi64>) -> tensor<2x3x9x5xf32> {
+  %0 = "tp.index_select"(%arg0, %arg1) {dim = 2 : i64} : (tensor<2x3x7x5xf32>, tensor<9xi64>) -> tensor<2x3x9x5xf32>
+  return %0 : tensor<2x3x9x5xf32>
 }
 
 // CHECK-LABEL: func.func @op_isinf(
@@ -352,10 +359,17 @@ func.func @op_isinf(%arg0: tensor<4x5xf32>) -> tensor<4x5xi1> {
 }
 
 // CHECK-LABEL: func.func @op_isnan(
-// CHECK-NEXT: %0 = "tp.isnan"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xi1>
-func.func @op_isnan(%arg0: tensor<4x5xf32>) -> tensor<4x5xi1> {
-  %0 = "tp.isnan"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xi1>
-  return %0 : tensor<4x5xi1>
+// CHECK-NEXT: %0 = "tp.isnan"(%arg0) : (tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x6xi1>
+func.func @op_isnan(%arg0: tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x6xi1> {
+  %0 = "tp.isnan"(%arg0) : (tensor<2x3x3x4x6xf32>) -> tensor<2x3x3x4x6xi1>
+  return %0 : tensor<2x3x3x4x6xi1>
+}
+
+// CHECK-LABEL: func.func @op_kthvalue(
+// CHECK-NEXT: %0:2 = "tp.kthvalue"(%arg0) {dim = -1 : i64, k = 7 : i64, keepdim = false} : (tensor<2x50xf32>) -> (tensor<2xf32>, tensor<2xi64>)
+func.func @op_kthvalue(%arg0: tensor<2x50xf32>) -> (tensor<2xf32>, tensor<2xi64>) {
+  %0:2 = "tp.kthvalue"(%arg0) {dim = -1 : i64, k = 7 : i64, keepdim = false} : (tensor<2x50xf32>) -> (tensor<2xf32>, tensor<2xi64>)
+  return %0#0, %0#1 : tensor<2xf32>, tensor<2xi64>
 }
 
 // CHECK-LABEL: func.func @op_layer_norm(
@@ -414,6 +428,13 @@ func.func @op_log_softmax(%arg0: tensor<6x5xf32>) -> tensor<6x5xf32> {
   return %0 : tensor<6x5xf32>
 }
 
+// CHECK-LABEL: func.func @op_logcumsumexp(
+// CHECK-NEXT: %0 = "tp.logcumsumexp"(%arg0) {dim = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+func.func @op_logcumsumexp(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %0 = "tp.logcumsumexp"(%arg0) {dim = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
 // CHECK-LABEL: func.func @op_logical_and(
 // CHECK-NEXT: %0 = "tp.logical_and"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xi1>
 func.func @op_logical_and(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xi1> {
@@ -443,10 +464,10 @@ func.func @op_logical_xor(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> ten
 }
 
 // CHECK-LABEL: func.func @op_logsumexp(
-// CHECK-NEXT: %0 = "tp.logsumexp"(%arg0) {dims = array<i64: 0>, keepdim = false} : (tensor<3x4x5xf32>) -> tensor<4x5xf32>
-func.func @op_logsumexp(%arg0: tensor<3x4x5xf32>) -> tensor<4x5xf32> {
-  %0 = "tp.logsumexp"(%arg0) {dims = array<i64: 0>, keepdim = false} : (tensor<3x4x5xf32>) -> tensor<4x5xf32>
-  return %0 : tensor<4x5xf32>
+// CHECK-NEXT: %0 = "tp.logsumexp"(%arg0) {dims = array<i64: 0>, keepdim = false} : (tensor<3x3x7xf32>) -> tensor<3x7xf32>
+func.func @op_logsumexp(%arg0: tensor<3x3x7xf32>) -> tensor<3x7xf32> {
+  %0 = "tp.logsumexp"(%arg0) {dims = array<i64: 0>, keepdim = false} : (tensor<3x3x7xf32>) -> tensor<3x7xf32>
+  return %0 : tensor<3x7xf32>
 }
 
 // CHECK-LABEL: func.func @op_lt(
@@ -499,10 +520,10 @@ func.func @op_minimum(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<
 }
 
 // CHECK-LABEL: func.func @op_mul(
-// CHECK-NEXT: %0 = "tp.mul"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>
-func.func @op_mul(%arg0: tensor<3x4xf32>, %arg1: tensor<f32>) -> tensor<3x4xf32> {
-  %0 = "tp.mul"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<f32>) -> tensor<3x4xf32>
-  return %0 : tensor<3x4xf32>
+// CHECK-NEXT: %0 = "tp.mul"(%arg0, %arg1) : (tensor<1x1x1x9xf32>, tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32>
+func.func @op_mul(%arg0: tensor<1x1x1x9xf32>, %arg1: tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32> {
+  %0 = "tp.mul"(%arg0, %arg1) : (tensor<1x1x1x9xf32>, tensor<2x3x4x9xf32>) -> tensor<2x3x4x9xf32>
+  return %0 : tensor<2x3x4x9xf32>
 }
 
 // CHECK-LABEL: func.func @op_ne(
@@ -652,6 +673,13 @@ func.func @op_softmax(%arg0: tensor<2x3x4x5xf32>) -> tensor<2x3x4x5xf32> {
   return %0 : tensor<2x3x4x5xf32>
 }
 
+// CHECK-LABEL: func.func @op_sort(
+// CHECK-NEXT: %0:2 = "tp.sort"(%arg0) {descending = false, dim = -1 : i64, stable = true} : (tensor<3x4x5xf32>) -> (tensor<3x4x5xf32>, tensor<3x4x5xi64>)
+func.func @op_sort(%arg0: tensor<3x4x5xf32>) -> (tensor<3x4x5xf32>, tensor<3x4x5xi64>) {
+  %0:2 = "tp.sort"(%arg0) {descending = false, dim = -1 : i64, stable = true} : (tensor<3x4x5xf32>) -> (tensor<3x4x5xf32>, tensor<3x4x5xi64>)
+  return %0#0, %0#1 : tensor<3x4x5xf32>, tensor<3x4x5xi64>
+}
+
 // CHECK-LABEL: func.func @op_sqrt(
 // CHECK-NEXT: %0 = "tp.sqrt"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
 func.func @op_sqrt(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
@@ -660,10 +688,10 @@ func.func @op_sqrt(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 }
 
 // CHECK-LABEL: func.func @op_sub(
-// CHECK-NEXT: %0 = "tp.sub"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-func.func @op_sub(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xf32> {
-  %0 = "tp.sub"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
-  return %0 : tensor<3x4xf32>
+// CHECK-NEXT: %0 = "tp.sub"(%arg0, %arg1) : (tensor<i64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+func.func @op_sub(%arg0: tensor<i64>, %arg1: tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64> {
+  %0 = "tp.sub"(%arg0, %arg1) : (tensor<i64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+  return %0 : tensor<2x3x3x4x1xi64>
 }
 
 // CHECK-LABEL: func.func @op_sum(
@@ -685,6 +713,13 @@ func.func @op_tan(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
 func.func @op_tanh(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {
   %0 = "tp.tanh"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
   return %0 : tensor<4x5xf32>
+}
+
+// CHECK-LABEL: func.func @op_topk(
+// CHECK-NEXT: %0:2 = "tp.topk"(%arg0) {dim = -1 : i64, k = 3 : i64, largest = true, sorted = true} : (tensor<3x4x6xf32>) -> (tensor<3x4x3xf32>, tensor<3x4x3xi64>)
+func.func @op_topk(%arg0: tensor<3x4x6xf32>) -> (tensor<3x4x3xf32>, tensor<3x4x3xi64>) {
+  %0:2 = "tp.topk"(%arg0) {dim = -1 : i64, k = 3 : i64, largest = true, sorted = true} : (tensor<3x4x6xf32>) -> (tensor<3x4x3xf32>, tensor<3x4x3xi64>)
+  return %0#0, %0#1 : tensor<3x4x3xf32>, tensor<3x4x3xi64>
 }
 
 // CHECK-LABEL: func.func @op_tril(
@@ -730,8 +765,8 @@ func.func @op_var(%arg0: tensor<3x4x5xf32>) -> tensor<f32> {
 }
 
 // CHECK-LABEL: func.func @op_where(
-// CHECK-NEXT: %0 = "tp.where"(%arg0, %arg1, %arg2) : (tensor<3x4xi1>, tensor<3x1xf32>, tensor<4xf32>) -> tensor<3x4xf32>
-func.func @op_where(%arg0: tensor<3x4xi1>, %arg1: tensor<3x1xf32>, %arg2: tensor<4xf32>) -> tensor<3x4xf32> {
-  %0 = "tp.where"(%arg0, %arg1, %arg2) : (tensor<3x4xi1>, tensor<3x1xf32>, tensor<4xf32>) -> tensor<3x4xf32>
-  return %0 : tensor<3x4xf32>
+// CHECK-NEXT: %0 = "tp.where"(%arg0, %arg1, %arg2) : (tensor<2x3x3x4x1xi1>, tensor<2x3x3x4x1xi64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+func.func @op_where(%arg0: tensor<2x3x3x4x1xi1>, %arg1: tensor<2x3x3x4x1xi64>, %arg2: tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64> {
+  %0 = "tp.where"(%arg0, %arg1, %arg2) : (tensor<2x3x3x4x1xi1>, tensor<2x3x3x4x1xi64>, tensor<2x3x3x4x1xi64>) -> tensor<2x3x3x4x1xi64>
+  return %0 : tensor<2x3x3x4x1xi64>
 }
