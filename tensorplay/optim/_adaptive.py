@@ -47,15 +47,8 @@ class Adadelta(Optimizer):
 
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         rho, eps, wd = group["rho"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, False)
             sq, acc = state["square_avg"], state["acc_delta"]
             sq.copy_(sq * rho + g * g * (1 - rho))
             delta = (acc + eps).sqrt() / (sq + eps).sqrt() * g
@@ -88,15 +81,8 @@ class Adagrad(Optimizer):
 
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         lr_decay, eps, wd = group["lr_decay"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, False)
             clr = lr / ((step - 1) * lr_decay + 1)
             total = state["sum"]
             total.copy_(total + g * g)
@@ -123,15 +109,8 @@ class Adamax(Optimizer):
 
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, False)
             m, inf = state["exp_avg"], state["exp_inf"]
             m.copy_(E.lerp(m, g, 1 - beta1))
             inf.copy_(E.maximum(inf * beta2, g.abs() + eps))
@@ -166,18 +145,8 @@ class NAdam(Optimizer):
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         decay = group["momentum_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * wd)
-                else:
-                    g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
             mu = (1.0 - 0.5 * 0.96 ** (step * decay)) * beta1
             mu_next = (1.0 - 0.5 * 0.96 ** ((step + 1) * decay)) * beta1
             product = state["mu_product"]
@@ -217,18 +186,8 @@ class RAdam(Optimizer):
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         (beta1, beta2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
         rho_inf = 2 / (1 - beta2) - 1
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                if group["decoupled_weight_decay"]:
-                    p.mul_(1 - lr * wd)
-                else:
-                    g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
             m, v = state["exp_avg"], state["exp_avg_sq"]
             m.copy_(E.lerp(m, g, 1 - beta1))
             v.copy_(v * beta2 + g * g * (1 - beta2))
@@ -269,15 +228,8 @@ class ASGD(Optimizer):
 
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         lambd, alpha, t0, wd = group["lambd"], group["alpha"], group["t0"], group["weight_decay"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, False)
             eta, mu, ax = state["eta"], state["mu"], state["ax"]
             if run.traced:
                 eta_now = eta.to(p.dtype)

@@ -97,18 +97,8 @@ class Adam(Optimizer):
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         (beta1, beta2), eps = group["betas"], group["eps"]
         wd, amsgrad = group["weight_decay"], group["amsgrad"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            step = run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                if group.get("decoupled_weight_decay", self._decoupled):
-                    p.mul_(1 - lr * wd)
-                else:
-                    g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, group.get("decoupled_weight_decay", self._decoupled))
             m, v = state["exp_avg"], state["exp_avg_sq"]
             m.copy_(E.lerp(m, g, 1 - beta1))
             v.copy_(v * beta2 + g * g * (1 - beta2))
@@ -160,15 +150,8 @@ class RMSprop(Optimizer):
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         alpha, eps = group["alpha"], group["eps"]
         wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = run.grad(p, group["maximize"])
-            state = run.state(group, p)
-            run.count(state, p)
-            lr = run.lr(group, p)
-            if wd != 0:
-                g = g + p * wd
+        for p, g, state, step, lr in run.each(group):
+            g = run.weight_decay(p, g, lr, wd, False)
             sq = state["square_avg"]
             sq.copy_(sq * alpha + g * g * (1 - alpha))
             if centered:

@@ -210,6 +210,29 @@ class StepValues:
             g = self.capture.input_from(lambda: p.grad, "a parameter's .grad")
         return -g if maximize else g
 
+    def each(self, group: dict[str, Any]) -> Any:
+        """``(p, gradient, state, step, lr)`` for each parameter of ``group`` that has a
+        gradient: the gradient negated under ``maximize``, the state made on first use, the
+        step count advanced (:meth:`count`) and the learning rate (:meth:`lr`)."""
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            g = self.grad(p, group["maximize"])
+            state = self.state(group, p)
+            step = self.count(state, p)
+            yield p, g, state, step, self.lr(group, p)
+
+    @staticmethod
+    def weight_decay(p: Tensor, g: Any, lr: Any, wd: float, decoupled: bool) -> Any:
+        """The gradient with L2 decay added, or (``decoupled``) unchanged with ``p`` shrunk by
+        ``lr * wd`` first, as AdamW does."""
+        if wd == 0:
+            return g
+        if decoupled:
+            p.mul_(1 - lr * wd)
+            return g
+        return g + p * wd
+
     def count(self, state: dict[str, Any], p: Tensor) -> Any:
         """Advance the step count (a 0-d float32 tensor, as PyTorch keeps it) in place and
         return it: a float eagerly, a tensor of ``p``'s dtype when traced."""
