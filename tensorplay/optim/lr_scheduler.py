@@ -142,13 +142,7 @@ class LambdaLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
                  last_epoch: int = -1):
-        groups = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != groups:
-                raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * groups
+        self.lr_lambdas = _per_group("lr_lambdas", optimizer, lr_lambda, "Expected {n} lr_lambdas, but got {got}")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
@@ -243,12 +237,13 @@ class SequentialLR(LRScheduler):
         self._last_lr = scheduler.get_last_lr()
 
 
-def _per_group(name: str, optimizer: Optimizer, value: Any) -> list[Any]:
+def _per_group(name: str, optimizer: Optimizer, value: Any,
+               error: str = "expected {n} values for {name}, got {got}") -> list[Any]:
     """One value per parameter group: a list or tuple of that length, or one value for all."""
     n = len(optimizer.param_groups)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
-            raise ValueError(f"expected {n} values for {name}, got {len(value)}")
+            raise ValueError(error.format(n=n, name=name, got=len(value)))
         return list(value)
     return [value] * n
 
@@ -320,13 +315,7 @@ class MultiplicativeLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
                  last_epoch: int = -1):
-        groups = len(optimizer.param_groups)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != groups:
-                raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lr_lambda)}")
-            self.lr_lambdas = list(lr_lambda)
-        else:
-            self.lr_lambdas = [lr_lambda] * groups
+        self.lr_lambdas = _per_group("lr_lambdas", optimizer, lr_lambda, "Expected {n} lr_lambdas, but got {got}")
         for fn in self.lr_lambdas:
             if not callable(fn):
                 raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")

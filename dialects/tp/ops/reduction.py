@@ -434,8 +434,21 @@ class AlongDim(Op):
         raise NotImplementedError
 
 
+class _Accumulation(AlongDim):
+    """A running sum or product: bool and integer inputs accumulate in int64 (or ``dtype``)."""
+
+    def result_dtype(self, t, attrs):
+        return attrs["dtype"] or _int_to_int64(t)
+
+    def infer(self, types, attrs):
+        out = super().infer(types, attrs)
+        if out[0].dtype.is_bool:
+            raise self.error(DTypeError, "not implemented for result dtype bool")
+        return out
+
+
 @register
-class Cumsum(AlongDim):
+class Cumsum(_Accumulation):
     """Running sum along ``dim``; bool and integer inputs accumulate in int64."""
 
     name = "tp.cumsum"
@@ -447,21 +460,12 @@ class Cumsum(AlongDim):
         d = ctx.attrs["dim"] % len(shape)
         return (grads[0].flip(d).cumsum(d).flip(d),)
 
-    def result_dtype(self, t, attrs):
-        return attrs["dtype"] or _int_to_int64(t)
-
-    def infer(self, types, attrs):
-        out = super().infer(types, attrs)
-        if out[0].dtype.is_bool:
-            raise self.error(DTypeError, "not implemented for result dtype bool")
-        return out
-
     def compute(self, x, axis):
         return np.cumsum(x, axis=axis, dtype=x.dtype)
 
 
 @register
-class Cumprod(AlongDim):
+class Cumprod(_Accumulation):
     """Running product along ``dim``; bool and integer inputs multiply in int64."""
 
     name = "tp.cumprod"
@@ -491,15 +495,6 @@ class Cumprod(AlongDim):
         rest = G.where(ctx, after, x, 1.0).cumprod(d)
         at_zero = G.where(ctx, first, safe.cumprod(d) * rsum(g * rest), 0.0)
         return (part + at_zero,)
-
-    def result_dtype(self, t, attrs):
-        return attrs["dtype"] or _int_to_int64(t)
-
-    def infer(self, types, attrs):
-        out = super().infer(types, attrs)
-        if out[0].dtype.is_bool:
-            raise self.error(DTypeError, "not implemented for result dtype bool")
-        return out
 
     def compute(self, x, axis):
         return np.cumprod(x, axis=axis, dtype=x.dtype)
