@@ -99,7 +99,7 @@ def test_call_keys_are_named_records():
     assert type(f) is FloatKey and f.hex == (1.5).hex()
     assert type(v) is ValueKey and (v.type, v.value) == (int, 2)
     assert type(o) is ObjectKey and o.type is object
-    assert key.modes == (tp.is_grad_enabled(), False, tp.get_default_dtype())
+    assert key.modes == (tp.is_grad_enabled(), False, tp.get_default_dtype(), None)  # no autocast
     assert key == tuple(key) and hash(key) == hash(tuple(key))  # plain tuples to dict lookups
 
 
