@@ -398,7 +398,8 @@ def test_pytorch_data_code_runs_with_only_the_imports_changed():
     exec(compile(SCRIPT, "<pytorch script>", "exec"), {})  # noqa: S102 - and the script is PyTorch's
 
 
-def test_training_loop_over_a_loader_matches_pytorch():
+@pytest.mark.parametrize("workers", [0, 2])
+def test_training_loop_over_a_loader_matches_pytorch(workers):
     torch = _torch()
     rng = np.random.default_rng(0)
     x = rng.standard_normal((24, 3)).astype(np.float32)
@@ -407,7 +408,8 @@ def test_training_loop_over_a_loader_matches_pytorch():
 
     def train(lib, model):
         data = lib.utils.data
-        loader = data.DataLoader(data.TensorDataset(lib.tensor(x), lib.tensor(y)), batch_size=5, sampler=order)
+        loader = data.DataLoader(data.TensorDataset(lib.tensor(x), lib.tensor(y)), batch_size=5, sampler=order,
+                                 num_workers=workers, persistent_workers=workers > 0)
         opt = lib.optim.SGD(model.parameters(), lr=0.1)
         losses = []
         for _ in range(3):
