@@ -30,6 +30,10 @@ from .modules import (
     PReLU, RReLU, Softmax2d, Softshrink, SoftMarginLoss, TripletMarginLoss,
     TripletMarginWithDistanceLoss,
 )
+from .modules import (
+    AdaptiveAvgPool3d, AvgPool3d, BatchNorm3d, Conv3d, ConvTranspose3d, Dropout3d, InstanceNorm3d,
+    MaxPool3d,
+)
 from .parameter import Buffer, Parameter
 
 __all__ = ["functional", "init", "modules", "parameter", "utils", "Parameter", "Buffer"] + modules.__all__

@@ -45,7 +45,8 @@ __all__ = [
     "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
     "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle",
     "pixel_unshuffle", "dropout1d", "dropout2d", "instance_norm", "cosine_similarity",
-    "pairwise_distance",
+    "pairwise_distance", "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d",
+    "adaptive_avg_pool3d", "dropout3d",
     # losses
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
@@ -971,6 +972,8 @@ adaptive_max_pool1d, adaptive_max_pool2d = CV.adaptive_max_pool1d, CV.adaptive_m
 interpolate, upsample = CV.interpolate, CV.upsample
 pixel_shuffle, pixel_unshuffle = CV.pixel_shuffle, CV.pixel_unshuffle
 dropout1d, dropout2d, instance_norm = CV.dropout1d, CV.dropout2d, CV.instance_norm
+conv3d, conv_transpose3d, dropout3d = CV.conv3d, CV.conv_transpose3d, CV.dropout3d
+max_pool3d, avg_pool3d, adaptive_avg_pool3d = CV.max_pool3d, CV.avg_pool3d, CV.adaptive_avg_pool3d
 cosine_similarity, pairwise_distance = CV.cosine_similarity, CV.pairwise_distance
 
 

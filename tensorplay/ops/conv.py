@@ -12,7 +12,10 @@ spread out by the stride with the flipped kernel (the input gradient of a convol
 when the sizes divide, else a gather of every window and an argmax; ``interpolate`` picks
 (nearest) or blends (linear) rows with ``index_select`` one spatial dim at a time;
 ``pixel_shuffle`` is a reshape and a permute; channel-wise dropout, instance normalization
-and the distances are elementwise ops and reductions.
+and the distances are elementwise ops and reductions. ``conv3d`` is one ``conv2d`` whose input
+channels are the input's depth windows (a strided depth slice per kernel depth tap, the output
+depth folded into the batch); ``conv_transpose3d`` is ``conv3d`` of the spread input; the 3-D
+pools are separable: a 2-D pool over (H, W) of every depth slice, then one over the depth.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
     "adaptive_max_pool2d", "pad", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle",
     "dropout1d", "dropout2d", "instance_norm", "cosine_similarity", "pairwise_distance",
+    "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "dropout3d",
 ]
 
 
@@ -153,12 +157,13 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
 
 # --- pooling -----------------------------------------------------------------------------
 
-def _pool_args(op: str, kernel_size: Any, stride: Any, padding: Any) -> tuple[tuple[int, ...], ...]:
-    kernel = _ints(op, "kernel_size", kernel_size, 2)
+def _pool_args(op: str, kernel_size: Any, stride: Any, padding: Any,
+               n: int = 2) -> tuple[tuple[int, ...], ...]:
+    kernel = _ints(op, "kernel_size", kernel_size, n)
     # no stride (None or an empty sequence) means non-overlapping windows
     empty = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
-    stride_ = kernel if empty else _ints(op, "stride", stride, 2)
-    return kernel, stride_, _ints(op, "padding", padding, 2)
+    stride_ = kernel if empty else _ints(op, "stride", stride, n)
+    return kernel, stride_, _ints(op, "padding", padding, n)
 
 
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
@@ -294,6 +299,9 @@ def _ints_list(op: str, value: Any) -> list[int]:
 
 # --- transposed convolution ----------------------------------------------------------------
 
+_KERNEL_DIMS = {1: "k", 2: "kH, kW", 3: "kD, kH, kW"}
+
+
 def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any, padding: Any,
                        output_padding: Any, groups: int, dilation: Any, spatial: int) -> Tensor:
     """The transposed convolution as the input gradient of a convolution: the input spread out
@@ -303,8 +311,7 @@ def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any,
     x, added = _batched(op, x, spatial)
     if w.ndim != spatial + 2:
         raise ShapeError(f"{op}: expected a {spatial + 2}-D weight (C_in, C_out/groups, "
-                         f"{', '.join('k' * spatial) if spatial == 1 else 'kH, kW'}), but got "
-                         f"weight of size {format_shape(w.shape)}")
+                         f"{_KERNEL_DIMS[spatial]}), but got weight of size {format_shape(w.shape)}")
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise TypeError(f"{op}(): argument 'groups' must be int, not {type(groups).__name__}")
     if groups < 1:
@@ -350,19 +357,22 @@ def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any,
         stride_, pad, out_pad, dilation_ = ((1,) + stride_, (0,) + pad, (0,) + out_pad,
                                             (1,) + dilation_)
         kernel = (1,) + kernel
-    n, c, h, wd = x.shape
-    (sh, sw), (kh, kw) = stride_, kernel
-    if (sh, sw) != (1, 1):
+    if any(s != 1 for s in stride_):
         # zeros between the input's elements: each element followed by stride - 1 zeros, the
         # zeros after the last one cropped again
-        spread = apply("tp.pad", reshape_to(x, (n, c, h, 1, wd, 1), op), low=(0,) * 6,
-                       high=(0, 0, 0, sh - 1, 0, sw - 1), mode="constant", value=0.0)
-        spread = reshape_to(spread, (n, c, h * sh, wd * sw), op)
-        x = apply("tp.pad", spread, low=(0, 0, 0, 0), high=(0, 0, 1 - sh, 1 - sw),
+        lead, sizes = tuple(x.shape[:2]), tuple(x.shape[2:])
+        apart = lead + tuple(d for size in sizes for d in (size, 1))
+        spread = apply("tp.pad", reshape_to(x, apart, op), low=(0,) * len(apart),
+                       high=(0, 0) + tuple(d for s in stride_ for d in (0, s - 1)),
+                       mode="constant", value=0.0)
+        spread = reshape_to(spread, lead + tuple(size * s for size, s in zip(sizes, stride_)), op)
+        x = apply("tp.pad", spread, low=(0,) * x.ndim, high=(0, 0) + tuple(1 - s for s in stride_),
                   mode="constant", value=0.0)
-    og = cout_g
-    wt = apply("tp.permute", reshape_to(w, (groups, cin // groups, og, kh, kw), op), dims=(0, 2, 1, 3, 4))
-    wt = apply("tp.flip", reshape_to(wt, (groups * og, cin // groups, kh, kw), op), dims=(2, 3))
+    og, k = cout_g, len(kernel)
+    wt = apply("tp.permute", reshape_to(w, (groups, cin // groups, og) + kernel, op),
+               dims=(0, 2, 1) + tuple(range(3, 3 + k)))
+    wt = apply("tp.flip", reshape_to(wt, (groups * og, cin // groups) + kernel, op),
+               dims=tuple(range(2, 2 + k)))
     conv_low, conv_high, crop_low, crop_high = [], [], [], []
     for k, p, d, o in zip(kernel, pad, dilation_, out_pad):
         reach = d * (k - 1)
@@ -372,8 +382,12 @@ def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any,
         crop_low.append(0 if lo >= 0 else lo - reach)
         conv_high.append(hi if hi >= 0 else reach)
         crop_high.append(0 if hi >= 0 else hi - reach)
-    y = apply("tp.conv2d", x, wt, b, stride=(1, 1), padding=tuple(conv_low) + tuple(conv_high),
-              dilation=dilation_, groups=groups)
+    if spatial == 3:
+        y = _conv3d_padded(op, x, wt, b, (1, 1, 1), tuple(conv_low), tuple(conv_high), dilation_,
+                           groups)
+    else:
+        y = apply("tp.conv2d", x, wt, b, stride=(1, 1), padding=tuple(conv_low) + tuple(conv_high),
+                  dilation=dilation_, groups=groups)
     if any(crop_low) or any(crop_high):
         y = apply("tp.pad", y, low=(0, 0) + tuple(crop_low), high=(0, 0) + tuple(crop_high),
                   mode="constant", value=0.0)
@@ -921,3 +935,283 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     if p == 1:
         return R.sum(E.abs(diff), -1, keepdim)
     return E.pow(R.sum(E.pow(E.abs(diff), p), -1, keepdim), 1.0 / p)
+
+
+# --- 3-D convolution and pooling ---------------------------------------------------------------
+
+def _at_least(op: str, name: str, values: tuple[int, ...], minimum: int, what: str) -> tuple[int, ...]:
+    """``values``, checked to be ``minimum`` or more (else ``what``, naming them)."""
+    if any(v < minimum for v in values):
+        raise AttributeError_(f"{op}: {what}, but got {name}={list(values)}")
+    return values
+
+
+def _conv3d_padded(op: str, x: Tensor, w: Tensor, b: Tensor | None, stride: tuple[int, ...],
+                   low: tuple[int, ...], high: tuple[int, ...], dilation: tuple[int, ...],
+                   groups: int) -> Tensor:
+    """The convolution of an (N, C, D, H, W) input padded by ``low``/``high`` (checked sizes):
+    the input's depth windows unfolded into the channels (one strided depth slice per kernel
+    depth tap, the output depth folded into the batch), then one ``tp.conv2d`` with the
+    kernel's depth taps moved into its input channels."""
+    from .shape import slice_dim
+
+    n, c, d, h, wd = x.shape
+    o, cg, kd = w.shape[0], w.shape[1], w.shape[2]
+    sd, dd = stride[0], dilation[0]
+    od = (d + low[0] + high[0] - dd * (kd - 1) - 1) // sd + 1
+    xt = apply("tp.permute", x, dims=(0, 2, 1, 3, 4))  # (N, D, C, H, W)
+    if low[0] or high[0]:
+        xt = apply("tp.pad", xt, low=(0, low[0], 0, 0, 0), high=(0, high[0], 0, 0, 0),
+                   mode="constant", value=0.0)
+    taps = []
+    for k in range(kd):
+        part = xt if (kd, sd) == (1, 1) and not (low[0] or high[0]) else \
+            slice_dim(xt, 1, k * dd, k * dd + (od - 1) * sd + 1, sd)
+        taps.append(reshape_to(part, (n, od, 1, c, h, wd), op))
+    cols = taps[0] if kd == 1 else apply("tp.concat", *taps, dim=2)  # (N, oD, kD, C, H, W)
+    if groups > 1 and kd > 1:  # each group's channels together: (group, depth tap, channel)
+        cols = apply("tp.permute", reshape_to(cols, (n, od, kd, groups, cg, h, wd), op),
+                     dims=(0, 1, 3, 2, 4, 5, 6))
+    cols = reshape_to(cols, (n * od, kd * c, h, wd), op)
+    w2 = apply("tp.permute", w, dims=(0, 2, 1, 3, 4)) if kd > 1 else w
+    w2 = reshape_to(w2, (o, kd * cg) + tuple(w.shape[3:]), op)
+    y = apply("tp.conv2d", cols, w2, b, stride=stride[1:], padding=low[1:] + high[1:],
+              dilation=dilation[1:], groups=groups)
+    y = reshape_to(y, (n, od, o) + tuple(y.shape[2:]), op)
+    return apply("tp.permute", y, dims=(0, 2, 1, 3, 4))
+
+
+@_amp.policy("lower")
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """3-D convolution (cross-correlation) of an NCDHW or CDHW input with an
+    (O, C/groups, kD, kH, kW) weight."""
+    op = "conv3d"
+    x, w = _tensor(op, input, "input"), _tensor(op, weight, "weight")
+    b = None if bias is None else _tensor(op, bias, "bias")
+    x, added = _batched(op, x, 3)
+    if w.ndim != 5:
+        raise ShapeError(f"{op}: expected a 5-D weight (O, C/groups, kD, kH, kW), but got weight "
+                         f"of size {format_shape(w.shape)}")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and t.dtype is not x.dtype:
+            raise DTypeError(f"{op}: Input type ({x.dtype.name}) and {name} type "
+                             f"({t.dtype.name}) should be the same")
+    if x.dtype.is_bool:
+        raise DTypeError(f"{op}: not implemented for dtype bool")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}(): argument 'groups' must be int, not {type(groups).__name__}")
+    if groups < 1:
+        raise AttributeError_(f"{op}: non-positive groups is not supported, got groups={groups}")
+    stride_ = _at_least(op, "stride", _ints(op, "stride", stride, 3), 1,
+                        "non-positive stride is not supported")
+    dilation_ = _at_least(op, "dilation", _ints(op, "dilation", dilation, 3), 1,
+                          "dilation should be greater than zero")
+    kernel = tuple(w.shape[2:])
+    low, high = _conv_padding(op, padding, kernel, stride_, dilation_)
+    _at_least(op, "padding", low, 0, "negative padding is not supported")
+    o, cg = w.shape[:2]
+    if o < groups or o % groups:
+        raise ShapeError(f"{op}: Given groups={groups}, expected weight to be "
+                         f"{'at least' if o < groups else 'divisible by'} {groups} at dimension "
+                         f"0, but got weight of size {format_shape(w.shape)} instead")
+    if x.shape[1] != cg * groups:
+        raise ShapeError(f"{op}: Given groups={groups}, weight of size {format_shape(w.shape)}, "
+                         f"expected input{format_shape(x.shape)} to have {cg * groups} channels, "
+                         f"but got {x.shape[1]} channels instead")
+    if b is not None and (b.ndim != 1 or b.shape[0] != o):
+        raise ShapeError(f"{op}: Given weight of size {format_shape(w.shape)}, expected bias to "
+                         f"be 1-dimensional with {o} elements, but got bias of size "
+                         f"{format_shape(b.shape)} instead")
+    padded = tuple(s + lo + hi for s, lo, hi in zip(x.shape[2:], low, high))
+    reach = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation_))
+    if any(p < r for p, r in zip(padded, reach)):
+        raise ShapeError(f"{op}: {kernel_too_large(padded, reach)}")
+    y = _conv3d_padded(op, x, w, b, stride_, low, high, dilation_, groups)
+    return _unbatched(op, y, added)
+
+
+@_amp.policy("lower")
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """3-D transposed convolution of an NCDHW or CDHW input with a
+    (C_in, C_out/groups, kD, kH, kW) weight: the gradient of ``conv3d`` with respect to its input."""
+    return _conv_transpose_nd("conv_transpose3d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation, 3)
+
+
+def _pool3d_geometry(op: str, x: Tensor, kernel: tuple[int, ...], stride: tuple[int, ...],
+                     pad: tuple[int, ...], dilation: tuple[int, ...], ceil_mode: bool
+                     ) -> tuple[int, ...]:
+    """Checks of a 3-D pool's arguments against an (N, C, D, H, W) input; its output sizes."""
+    from ..dialects.tp import symbolic as sym
+    from ..dialects.tp.ops.conv import pool_output_size
+
+    _at_least(op, "kernel_size", kernel, 1, "kernel size should be greater than zero")
+    _at_least(op, "stride", stride, 1, "stride should be greater than zero")
+    _at_least(op, "padding", pad, 0, "pad must be non-negative")
+    _at_least(op, "dilation", dilation, 1, "dilation should be greater than zero")
+    if any(2 * p > k for p, k in zip(pad, kernel)):
+        raise AttributeError_(f"{op}: pad should be at most half of kernel size, but got "
+                              f"padding={list(pad)} and kernel_size={list(kernel)}")
+    c, sizes = x.shape[1], tuple(x.shape[2:])
+    if c == 0 or any(s == 0 for s in sizes):
+        raise ShapeError(f"{op}: expected an input with non-zero channels, depth, height and "
+                         f"width (only the batch may be empty), but got {format_shape(x.shape)}")
+    out = tuple(sym.as_user_size(pool_output_size(sym.as_size(s), k, st, p, d, ceil_mode))
+                for s, k, st, p, d in zip(sizes, kernel, stride, pad, dilation))
+    if any(o < 1 for o in out):
+        raise ShapeError(f"{op}: Given input size: ({'x'.join(map(str, (c,) + sizes))}). "
+                         f"Calculated output size: ({'x'.join(map(str, (c,) + out))}). Output "
+                         f"size is too small")
+    return out
+
+
+def _pool3d_stages(kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[int, ...],
+                   **attrs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The attributes of the two 2-D pools a separable 3-D pool is: over (H, W) of each depth
+    slice, then over the depth of the (D, oH * oW) image this gives."""
+    plane = dict(kernel_size=kernel[1:], stride=stride[1:], padding=pad[1:])
+    depth = dict(kernel_size=(kernel[0], 1), stride=(stride[0], 1), padding=(pad[0], 0))
+    for name, value in attrs.items():
+        if name == "dilation":
+            plane[name], depth[name] = value[1:], (value[0], 1)
+        else:
+            plane[name] = depth[name] = value
+    return plane, depth
+
+
+@_amp.policy("fp32", cuda=False)
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """Maximum over 3-D windows of an NCDHW or CDHW input; with ``return_indices`` also the
+    flat ``d * H * W + h * W + w`` position of each maximum. Computed as a 2-D max pool over
+    (H, W) followed by one over the depth."""
+    op = "max_pool3d"
+    x, added = _batched(op, _tensor(op, input, "input"), 3)
+    kernel, stride_, pad = _pool_args(op, kernel_size, stride, padding, 3)
+    dilation_ = _ints(op, "dilation", dilation, 3)
+    if x.dtype.is_bool:
+        raise DTypeError(f"{op}: not implemented for dtype bool")
+    od, oh, ow = _pool3d_geometry(op, x, kernel, stride_, pad, dilation_, ceil_mode)
+    n, c, d, h, w = x.shape
+    plane, depth = _pool3d_stages(kernel, stride_, pad, dilation=dilation_, ceil_mode=ceil_mode)
+    x4 = reshape_to(x, (n, c * d, h, w), op)
+    if not return_indices:
+        y = apply("tp.max_pool2d", x4, **plane)
+        y = apply("tp.max_pool2d", reshape_to(y, (n, c, d, oh * ow), op), **depth)
+        return _unbatched(op, reshape_to(y, (n, c, od, oh, ow), op), added)
+    from . import elementwise as E
+    from . import indexing as I
+
+    y, inner = apply("tp.max_pool2d_with_indices", x4, **plane)  # inner: h * W + w
+    y, outer = apply("tp.max_pool2d_with_indices", reshape_to(y, (n, c, d, oh * ow), op), **depth)
+    # outer = depth * (oH * oW) + the output column: the depth each maximum came from, and
+    # its (h, w) position read from the first pool's indices at that depth
+    missing = E.lt(outer, 0)  # dilated windows holding no input element give -1
+    src = E.floor_divide(E.clamp(outer, min=0), oh * ow)
+    inner = I.gather(reshape_to(inner, (n, c, d, oh * ow), op), 2, src)
+    idx = E.add(E.mul(src, h * w), inner)
+    if any(dl > 1 for dl in dilation_):
+        idx = E.where(E.logical_or(missing, E.lt(inner, 0)), -1, idx)
+    shape = (n, c, od, oh, ow)
+    return (_unbatched(op, reshape_to(y, shape, op), added),
+            _unbatched(op, reshape_to(idx, shape, op), added))
+
+
+def _avg_pool3d_divisors(sizes: tuple[int, ...], out: tuple[int, ...], kernel: tuple[int, ...],
+                         stride: tuple[int, ...], pad: tuple[int, ...],
+                         count_include_pad: bool) -> np.ndarray:
+    """The (oD, oH, oW) number of elements each window averages (padding included or not,
+    never the overhang ceil mode adds)."""
+    counts = []
+    for size, o, k, s, p in zip(sizes, out, kernel, stride, pad):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, size + p)
+        counts.append(end - start if count_include_pad
+                      else np.minimum(end, size) - np.maximum(start, 0))
+    return counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
+
+
+@_amp.policy("fp32", cuda=False)
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """Mean over 3-D windows of an NCDHW or CDHW input: the window sums (a 2-D sum pool over
+    (H, W), then one over the depth) over each window's divisor."""
+    from . import elementwise as E
+
+    op = "avg_pool3d"
+    x, added = _batched(op, _tensor(op, input, "input"), 3)
+    kernel, stride_, pad = _pool_args(op, kernel_size, stride, padding, 3)
+    if not (x.dtype.is_floating_point or x.dtype is dt.int64):
+        raise DTypeError(f"{op}: not implemented for dtype {x.dtype.name}")
+    if divisor_override is not None and (isinstance(divisor_override, bool) or
+                                         not isinstance(divisor_override, (int, np.integer))):
+        raise TypeError(f"{op}(): argument 'divisor_override' must be int, not "
+                        f"{type(divisor_override).__name__}")
+    if divisor_override == 0:
+        raise AttributeError_(f"{op}: divisor must be not zero")
+    out = _pool3d_geometry(op, x, kernel, stride_, pad, (1, 1, 1), ceil_mode)
+    n, c, d, h, w = x.shape
+    work = x.dtype.computes_in
+    xw = E.cast(x, work) if work is not x.dtype else x
+    plane, depth = _pool3d_stages(kernel, stride_, pad, ceil_mode=ceil_mode,
+                                  count_include_pad=True, divisor_override=1)
+    sums = apply("tp.avg_pool2d", reshape_to(xw, (n, c * d, h, w), op), **plane)
+    sums = apply("tp.avg_pool2d", reshape_to(sums, (n, c, d, out[1] * out[2]), op), **depth)
+    sums = reshape_to(sums, (n, c) + out, op)
+    if divisor_override is not None:
+        divisor: Any = int(divisor_override)
+    elif not ceil_mode and (count_include_pad or not any(pad)):  # every window a whole kernel
+        divisor = int(np.prod(kernel))
+    else:  # (sizes known: a symbolic one is specialized)
+        counts = _avg_pool3d_divisors((int(d), int(h), int(w)), tuple(int(o) for o in out), kernel,
+                                      stride_, pad, count_include_pad)
+        same = bool((counts == counts.flat[0]).all())
+        divisor = int(counts.flat[0]) if same else apply(
+            "tp.constant", value=counts.astype(work.np_dtype if work.is_floating_point else np.int64))
+    y = E.div(sums, divisor, rounding_mode="trunc") if work.is_integer else E.div(sums, divisor)
+    if work is not x.dtype:
+        y = E.cast(y, x.dtype)
+    return _unbatched(op, y, added)
+
+
+@_amp.policy("fp32", cuda=False)
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """Mean over the windows that split D, H and W into ``output_size`` near-equal parts
+    (``None`` keeps that size)."""
+    op = "adaptive_avg_pool3d"
+    x = _tensor(op, input, "input")
+    out = _adaptive_sizes(op, x, output_size, 3)
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"{op}: not implemented for dtype {x.dtype.name}")
+    x, added = _batched(op, x, 3)
+    sizes = tuple(x.shape[2:])
+    if all(o > 0 and s % o == 0 for o, s in zip(out, sizes)):
+        kernel = tuple(s // o for s, o in zip(sizes, out))
+        y = avg_pool3d(x, kernel, kernel)
+    else:
+        y = _adaptive_avg_pool3d(x, out)
+    return _unbatched(op, y, added)
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability ``p``
+    during training, scaling the rest by ``1 / (1 - p)``. Other ranks warn and drop along
+    their first dim, as PyTorch does."""
+    x = _tensor("dropout3d", input, "input")
+    if x.ndim not in (4, 5):
+        if x.ndim == 0:
+            raise ShapeError("dropout3d: Expected 4D or 5D input, but received a 0D input")
+        import warnings
+
+        warnings.warn(f"dropout3d: Received a {x.ndim}-D input to dropout3d, which is deprecated "
+                      f"and will result in an error in a future release. To retain the behavior "
+                      f"and silence this warning, please use dropout instead. Note that dropout3d "
+                      f"exists to provide channel-wise dropout on inputs with 3 spatial "
+                      f"dimensions, a channel dimension, and an optional batch dimension (i.e. 4D "
+                      f"or 5D inputs).", stacklevel=2)
+    mask = tuple(x.shape[:2]) + (1,) * 3 if x.ndim == 5 else (x.shape[0],) + (1,) * (x.ndim - 1)
+    return _feature_dropout("dropout3d", x, p, training, inplace, mask)

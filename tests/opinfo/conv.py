@@ -750,3 +750,202 @@ ERRORS = [
     ErrorCase("adaptive_max_pool2d_rank", lambda lib: F(lib, "adaptive_max_pool2d")(_x(lib, 4, 4), 2),
               RuntimeError, r"adaptive_max_pool2d\(\): Expected 3D or 4D tensor"),
 ]
+
+
+# --- 3-D convolution and pooling ------------------------------------------------------------
+
+def _triple(v):
+    return (v,) * 3 if isinstance(v, int) else tuple(v) * (3 if len(v) == 1 else 1)
+
+
+def _conv3d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """One einsum per output position over its (dilated) input box."""
+    x, w = _f(x), _f(w)
+    unbatched = x.ndim == 4
+    if unbatched:
+        x = x[None]
+    st, dl = _triple(stride), _triple(dilation)
+    ks = w.shape[2:]
+    if padding == "same":
+        pads = tuple((d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(ks, dl))
+    else:
+        pads = tuple((p, p) for p in _triple(0 if padding == "valid" else padding))
+    x = np.pad(x, ((0, 0), (0, 0)) + pads)
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    out_sizes = [(s - d * (k - 1) - 1) // t + 1 for s, k, t, d in zip(x.shape[2:], ks, st, dl)]
+    out = np.zeros((n, o) + tuple(out_sizes))
+    cg, og = c // groups, o // groups
+    for pos in np.ndindex(*out_sizes):
+        box = tuple(slice(i * t, i * t + d * (k - 1) + 1, d) for i, t, d, k in zip(pos, st, dl, ks))
+        for g in range(groups):
+            patch = x[(slice(None), slice(g * cg, (g + 1) * cg)) + box]
+            out[(slice(None), slice(g * og, (g + 1) * og)) + pos] = np.einsum(
+                "ncdhw,ocdhw->no", patch, w[g * og:(g + 1) * og])
+    if b is not None:
+        out += _f(b)[None, :, None, None, None]
+    return out[0] if unbatched else out
+
+
+_CONV3D = [
+    ((2, 3, 4, 5, 4), (4, 3, 2, 3, 2), True, {}),
+    ((1, 4, 5, 5, 6), (6, 2, 3, 2, 3), False, dict(stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1),
+                                                 groups=2)),
+    ((2, 3, 4, 4), (2, 2, 3, 2, 3), True, dict(padding="same", dilation=(2, 1, 1))),  # unbatched
+    ((0, 2, 3, 3, 3), (2, 2, 1, 1, 1), True, {}),  # empty batch
+]
+
+
+def _conv_transpose3d_ref(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Each input element's products with the kernel added into the output, then cropped."""
+    x, w = _f(x), _f(w)
+    unbatched = x.ndim == 4
+    if unbatched:
+        x = x[None]
+    st, pd, op, dl = map(_triple, (stride, padding, output_padding, dilation))
+    n, c = x.shape[:2]
+    og, ks = w.shape[1], w.shape[2:]
+    cg = c // groups
+    full = np.zeros((n, og * groups) + tuple((s - 1) * t + d * (k - 1) + 1 + o
+                                             for s, t, d, k, o in zip(x.shape[2:], st, dl, ks, op)))
+    for pos in np.ndindex(*x.shape[2:]):
+        for tap in np.ndindex(*ks):
+            at = tuple(i * t + a * d for i, t, a, d in zip(pos, st, tap, dl))
+            for g in range(groups):
+                full[(slice(None), slice(g * og, (g + 1) * og)) + at] += np.einsum(
+                    "nc,co->no", x[(slice(None), slice(g * cg, (g + 1) * cg)) + pos],
+                    w[(slice(g * cg, (g + 1) * cg), slice(None)) + tap])
+    out = full[(slice(None), slice(None)) + tuple(slice(p, s - p) for p, s in zip(pd, full.shape[2:]))]
+    if b is not None:
+        out = out + _f(b)[None, :, None, None, None]
+    return out[0] if unbatched else out
+
+
+_CONV_TRANSPOSE3D = [
+    ((2, 3, 3, 2, 3), (3, 2, 3, 2, 2), True, dict(stride=2, padding=1, output_padding=1)),
+    ((4, 2, 3, 2), (4, 1, 2, 2, 3), False, dict(stride=(1, 2, 1), padding=(0, 1, 1), groups=2,
+                                                dilation=(2, 1, 1))),  # unbatched
+]
+
+
+def _pool3d_windows(sizes, ks, st, pd, dl, ceil_mode):
+    """Per output position, the in-bounds input positions of its window along each dim (and
+    the window's extent clipped to the padded input, for the average's divisor)."""
+    outs = [_pool_out(s, k, t, p, d, ceil_mode) for s, k, t, p, d in zip(sizes, ks, st, pd, dl)]
+    per_dim = []
+    for s, k, t, p, d, o in zip(sizes, ks, st, pd, dl, outs):
+        rows = []
+        for i in range(o):
+            start = i * t - p
+            rows.append(([r for r in range(start, start + d * k, d) if 0 <= r < s],
+                         min(start + k, s + p) - start))
+        per_dim.append(rows)
+    return outs, per_dim
+
+
+def _max_pool3d_ref(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                    return_indices=False):
+    x = np.asarray(x)
+    unbatched = x.ndim == 4
+    x = _f(x[None] if unbatched else x)
+    ks, pd, dl = _triple(kernel_size), _triple(padding), _triple(dilation)
+    st = _triple(stride if stride else kernel_size)
+    n, c, d, h, w = x.shape
+    outs, per_dim = _pool3d_windows((d, h, w), ks, st, pd, dl, ceil_mode)
+    out, idx = np.zeros((n, c) + tuple(outs)), np.zeros((n, c) + tuple(outs), np.int64)
+    for pos in np.ndindex(*outs):
+        (ds, _), (hs, _), (ws, _) = (per_dim[k][pos[k]] for k in range(3))
+        flat = np.array([a * h * w + b * w + q for a in ds for b in hs for q in ws])
+        window = x.reshape(n, c, -1)[:, :, flat]
+        first = np.argmax(window, axis=-1)  # the first maximum, or PyTorch's last NaN
+        last_nan = window.shape[-1] - 1 - np.argmax(np.isnan(window[..., ::-1]), axis=-1)
+        first = np.where(np.isnan(window).any(axis=-1), last_nan, first)
+        out[(slice(None), slice(None)) + pos] = np.max(window, axis=-1)
+        idx[(slice(None), slice(None)) + pos] = flat[first]
+    if unbatched:
+        out, idx = out[0], idx[0]
+    return (out, idx) if return_indices else out
+
+
+def _avg_pool3d_ref(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                    divisor_override=None):
+    x = np.asarray(x)
+    integer = x.dtype.kind in "iu"
+    unbatched = x.ndim == 4
+    x = _f(x[None] if unbatched else x)
+    ks, pd = _triple(kernel_size), _triple(padding)
+    st = _triple(stride if stride else kernel_size)
+    n, c = x.shape[:2]
+    outs, per_dim = _pool3d_windows(x.shape[2:], ks, st, pd, (1, 1, 1), ceil_mode)
+    out = np.zeros((n, c) + tuple(outs))
+    for pos in np.ndindex(*outs):
+        (ds, de), (hs, he), (ws, we) = (per_dim[k][pos[k]] for k in range(3))
+        total = x[:, :, ds][:, :, :, hs][:, :, :, :, ws].sum(axis=(2, 3, 4))
+        divisor = divisor_override or (de * he * we if count_include_pad else len(ds) * len(hs) * len(ws))
+        out[(slice(None), slice(None)) + pos] = np.trunc(total / divisor) if integer else total / divisor
+    return out[0] if unbatched else out
+
+
+_MAX_POOL3D = [
+    ((2, 2, 4, 4, 6), dict(kernel_size=2)),
+    ((1, 2, 5, 6, 5), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+    ((2, 5, 7, 5), dict(kernel_size=(2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), dilation=(2, 1, 2))),
+]
+
+_AVG_POOL3D = [
+    ((2, 2, 4, 4, 6), dict(kernel_size=2)),
+    ((1, 2, 5, 6, 5), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)),
+    ((2, 5, 4, 5), dict(kernel_size=(2, 3, 2), stride=(2, 1, 3), padding=1, divisor_override=5)),  # unbatched
+]
+
+
+def _pool3d_samples(cases, nan=False):
+    def samples(rng, dtype):
+        out = [Sample((make_arg(rng, shape, dtype),), dict(kw), desc=f"{shape} {kw}") for shape, kw in cases]
+        if dtype.is_integer:  # ties: the index of the first maximum wins
+            out.append(Sample((make_arg(rng, (1, 2, 4, 5, 4), dtype, low=0, high=2),),
+                              dict(kernel_size=3, stride=2, padding=1), desc="ties"))
+        if nan and dtype.is_floating_point:
+            x = make_arg(rng, (1, 2, 4, 5, 4), dtype)
+            x[0, 0, 1, 1, 1] = x[0, 0, 2, 0, 1] = x[0, 1, 3, 4, 2] = np.nan
+            x[0, 1, 0] = -np.inf
+            out.append(Sample((x,), dict(kernel_size=3, stride=2, padding=1), desc="nan and -inf"))
+        return out
+
+    return samples
+
+
+def _adaptive3d_ref(x, output_size):
+    x = _f(x)
+    sizes = x.shape[-3:]
+    outs = output_size if isinstance(output_size, (tuple, list)) else (output_size,) * 3
+    outs = tuple(o if o is not None else s for o, s in zip(outs, sizes))
+    out = np.zeros(x.shape[:-3] + outs)
+    for pos in np.ndindex(*outs):
+        box = tuple(slice((i * s) // o, -((-(i + 1) * s) // o)) for i, s, o in zip(pos, sizes, outs))
+        out[(Ellipsis,) + pos] = x[(Ellipsis,) + box].mean(axis=(-3, -2, -1))
+    return out
+
+
+_ADAPTIVE3D = [((2, 2, 4, 6, 4), (2, 3, 1)), ((1, 2, 5, 4, 7), (3, None, 4)), ((2, 3, 5, 4), 2)]
+
+OPS += [
+    OpInfo("conv3d", lambda lib, *a, **kw: F(lib, "conv3d")(*a, **kw), _conv3d_ref,
+           _conv_samples(_CONV3D, 3), dtypes=FLOATS + CONV_INTS),
+    OpInfo("conv_transpose3d", lambda lib, *a, **kw: F(lib, "conv_transpose3d")(*a, **kw),
+           _conv_transpose3d_ref, _conv_transpose_samples(_CONV_TRANSPOSE3D),
+           # float16 left out: PyTorch's CPU kernel rounds its partial sums (4 ulps off the
+           # float64 result); int64 runs the ops conv3d's int64 case runs
+           dtypes=(tp.float32, tp.float64, tp.bfloat16)),
+    OpInfo("max_pool3d", lambda lib, x, **kw: F(lib, "max_pool3d")(x, **kw), _max_pool3d_ref,
+           _pool3d_samples(_MAX_POOL3D, nan=True), dtypes=FLOATS + (tp.int32,)),
+    OpInfo("max_pool3d_indices", lambda lib, x, **kw: F(lib, "max_pool3d")(x, return_indices=True, **kw),
+           lambda x, **kw: _max_pool3d_ref(x, return_indices=True, **kw),
+           _pool3d_samples(_MAX_POOL3D, nan=True), dtypes=(tp.float32, tp.float64, tp.int64)),
+    OpInfo("avg_pool3d", lambda lib, x, **kw: F(lib, "avg_pool3d")(x, **kw), _avg_pool3d_ref,
+           _pool3d_samples(_AVG_POOL3D), dtypes=FLOATS + (tp.int64,),
+           torch_skip_dtypes=(tp.float16, tp.bfloat16)),  # PyTorch's CPU kernel lacks the half types
+    OpInfo("adaptive_avg_pool3d", lambda lib, x, o: F(lib, "adaptive_avg_pool3d")(x, o), _adaptive3d_ref,
+           lambda rng, d: [Sample((make_arg(rng, s, d), o), desc=f"{s} -> {o}") for s, o in _ADAPTIVE3D],
+           dtypes=(tp.float32, tp.float64, tp.bfloat16)),
+]

@@ -6,11 +6,11 @@ from .activation import (
     Softsign, Tanh, Tanhshrink, Threshold,
 )
 from .activation import Hardshrink, PReLU, RReLU, Softmax2d, Softshrink
-from .batchnorm import BatchNorm1d, BatchNorm2d
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
 from .loss import (
@@ -22,7 +22,7 @@ from .loss import (
     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss2d, PoissonNLLLoss,
     SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
 )
-from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from .module import Module
 from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .padding import (
@@ -35,6 +35,7 @@ from .pooling import (
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
 )
+from .pooling import AdaptiveAvgPool3d, AvgPool3d, MaxPool3d
 from .sparse import Embedding, EmbeddingBag
 from .transformer import (
     Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
@@ -58,6 +59,8 @@ __all__ = [
     "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
     "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d",
     "CircularPad2d", "CircularPad3d", "CosineSimilarity", "PairwiseDistance",
+    "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d", "BatchNorm3d",
+    "InstanceNorm3d", "Dropout3d",
     "EmbeddingBag", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
     "Hardshrink", "Softshrink", "PReLU", "RReLU", "Softmax2d", "NLLLoss2d", "PoissonNLLLoss",

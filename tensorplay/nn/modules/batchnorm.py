@@ -12,7 +12,7 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class _BatchNorm(Module):
@@ -99,3 +99,9 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalization over ``(N, C, H, W)`` inputs."""
 
     _expected_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization over ``(N, C, D, H, W)`` inputs."""
+
+    _expected_dims = (5,)

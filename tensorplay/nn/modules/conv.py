@@ -11,7 +11,7 @@ from .. import init
 from ..parameter import Parameter
 from .module import Module
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -162,6 +162,16 @@ class Conv2d(_Conv):
     _fn = staticmethod(F.conv2d)
 
 
+class Conv3d(_Conv):
+    """3-D convolution over ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)`` with weight
+    ``(C_out, C_in / groups, kD, kH, kW)``, initialized like PyTorch (uniform in
+    ±1/sqrt(fan_in)). ``padding`` may be ``'same'`` or ``'valid'``; non-zero
+    ``padding_mode``s pad the input first."""
+
+    _dims = 3
+    _fn = staticmethod(F.conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     _fn: Any = None
 
@@ -218,3 +228,13 @@ class ConvTranspose2d(_ConvTransposeNd):
 
     _dims = 2
     _fn = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution over ``(N, C_in, D, H, W)`` or ``(C_in, D, H, W)`` with
+    weight ``(C_in, C_out / groups, kD, kH, kW)``: the gradient of a ``Conv3d`` with respect to
+    its input. ``forward(input, output_size)`` picks the output padding that gives
+    ``output_size``."""
+
+    _dims = 3
+    _fn = staticmethod(F.conv_transpose3d)

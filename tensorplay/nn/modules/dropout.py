@@ -7,7 +7,7 @@ from typing import Any
 from .. import functional as F
 from .module import Module
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d"]
 
 
 class _DropoutNd(Module):
@@ -45,3 +45,12 @@ class Dropout2d(_DropoutNd):
 
     def forward(self, input: Any) -> Any:
         return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs with
+    probability ``p`` in training mode (scaling the rest by ``1 / (1 - p)``); the identity in
+    eval mode."""
+
+    def forward(self, input: Any) -> Any:
+        return F.dropout3d(input, self.p, self.training, self.inplace)

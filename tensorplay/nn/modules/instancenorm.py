@@ -9,7 +9,7 @@ from ...ops import shape as S
 from .. import functional as F
 from .batchnorm import _BatchNorm
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 
 class _InstanceNorm(_BatchNorm):
@@ -58,3 +58,9 @@ class InstanceNorm2d(_InstanceNorm):
     """Instance normalization over ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
 
     _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` inputs."""
+
+    _spatial = 3

@@ -7,8 +7,9 @@ from typing import Any
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -41,8 +42,17 @@ class MaxPool2d(_MaxPoolNd):
     _pool = staticmethod(F.max_pool2d)
 
 
-class AvgPool2d(Module):
-    """2-D average pooling; ``stride`` defaults to ``kernel_size``."""
+class MaxPool3d(_MaxPoolNd):
+    """3-D max pooling over ``(N, C, D, H, W)`` or ``(C, D, H, W)``; ``stride`` defaults to
+    ``kernel_size``."""
+
+    _pool = staticmethod(F.max_pool3d)
+
+
+class _AvgPoolNd(Module):
+    """Average pooling with PyTorch's options; ``stride`` defaults to ``kernel_size``."""
+
+    _pool: Any = None  # the functional form, set by each subclass
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None) -> None:
@@ -55,11 +65,24 @@ class AvgPool2d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input: Any) -> Any:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return type(self)._pool(input, self.kernel_size, self.stride, self.padding,
+                                self.ceil_mode, self.count_include_pad, self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(_AvgPoolNd):
+    """2-D average pooling; ``stride`` defaults to ``kernel_size``."""
+
+    _pool = staticmethod(F.avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    """3-D average pooling over ``(N, C, D, H, W)`` or ``(C, D, H, W)``; ``stride`` defaults
+    to ``kernel_size``."""
+
+    _pool = staticmethod(F.avg_pool3d)
 
 
 class MaxPool1d(_MaxPoolNd):
@@ -114,6 +137,14 @@ class AdaptiveAvgPool2d(_AdaptivePool):
 
     def forward(self, input: Any) -> Any:
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(_AdaptivePool):
+    """Mean over the windows that split D, H and W into ``output_size`` near-equal parts
+    (``None`` in ``output_size`` keeps that size)."""
+
+    def forward(self, input: Any) -> Any:
+        return F.adaptive_avg_pool3d(input, self.output_size)
 
 
 class _AdaptiveMaxPool(_AdaptivePool):
