@@ -14,7 +14,9 @@ from . import autograd, nn, optim
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_dtype
 from . import utils
+from . import distributions  # torch.distributions' common part (docs/distributions.md)
 from . import accelerator, backends, cuda  # device probes as PyTorch scripts ask them (docs/runner.md)
+from . import testing  # assert_close
 from . import safetensors  # save_file/load_file as safetensors.torch has them (docs/training.md)
 from .serialization import load, save
 from ._device import device
@@ -28,6 +30,18 @@ from ._grad_mode import (
 )
 from ._printing import set_printoptions
 from ._tensor import Size, Tensor
+from ._tensor import (  # the legacy typed constructors
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 from .dialects.tp.dtypes import (
     DType as dtype,
     bfloat16,
@@ -46,6 +60,12 @@ from .dialects.tp.dtypes import (
 )
 from .dialects.tp.errors import DimError, DTypeError, OpError, ShapeError
 from .ops.conv import conv1d, conv2d, max_pool2d
+# the torch.* forms of functional ops whose signature is nn.functional's
+from .nn.functional import (  # noqa: E402
+    adaptive_avg_pool1d, avg_pool1d, celu, conv3d, conv_transpose1d, conv_transpose2d,
+    conv_transpose3d, cosine_similarity, hardshrink, max_pool1d, max_pool3d, pairwise_distance,
+    pixel_shuffle, pixel_unshuffle, prelu, rrelu, selu, threshold,
+)
 from .ops.indexing import (
     argwhere,
     gather,
@@ -89,6 +109,8 @@ from .ops.elementwise import (
     acos,
     acosh,
     add,
+    addcdiv,
+    addcmul,
     allclose,
     arccos,
     arccosh,
@@ -102,11 +124,15 @@ from .ops.elementwise import (
     atan2,
     atanh,
     bitwise_and,
+    bitwise_left_shift,
     bitwise_not,
     bitwise_or,
+    bitwise_right_shift,
     bitwise_xor,
     ceil,
     clamp,
+    clamp_max,
+    clamp_min,
     clip,
     clone,
     cos,
@@ -116,6 +142,7 @@ from .ops.elementwise import (
     eq,
     equal,
     erf,
+    erfinv,
     exp,
     exp2,
     expm1,
@@ -202,15 +229,21 @@ from .ops.sorting import (
     argsort,
     bucketize,
     kthvalue,
+    median,
     msort,
+    nanmedian,
     searchsorted,
     sort,
     topk,
 )
 from .ops.shape import (
     as_strided,
+    diag,
+    diag_embed,
     diagonal,
     diff,
+    meshgrid,
+    repeat_interleave,
     roll,
     rot90,
     select,

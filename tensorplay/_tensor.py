@@ -426,6 +426,18 @@ class Tensor:
         """This tensor on the host: itself if it is there, else a copy (a download)."""
         return self._moved(CPU)
 
+    def pin_memory(self, device: Any = None) -> Tensor:
+        """Itself: host tensors are numpy arrays, which IREE reads or uploads as they are, so
+        there is no page-locked copy to make. RuntimeError for a device tensor, as PyTorch."""
+        if self.device.type != "cpu":
+            raise RuntimeError(f"pin_memory(): cannot pin a {self.device} tensor: only host tensors can be pinned")
+        return self
+
+    def get_device(self) -> int:
+        """The index of the device this tensor is on: -1 on the host."""
+        dev = self.device
+        return -1 if dev.type == "cpu" else (dev.index or 0)
+
     def cuda(self, device: Any = None, non_blocking: builtins.bool = False) -> Tensor:
         """This tensor on the CUDA GPU (IREE's cuda driver)."""
         target = as_device("cuda" if device is None else device)
@@ -483,9 +495,18 @@ class Tensor:
             return out.clone() if copy else out
         return _E.cast(out, dt.as_dtype(dtype))
 
-    def type(self, dtype: Any = None):
+    def type(self, dtype: Any = None, non_blocking: builtins.bool = False):
+        """The legacy type name (``'tensorplay.FloatTensor'``) without an argument; with a
+        dtype, a legacy type (``tp.LongTensor``) or its name, this tensor converted to it."""
         if dtype is None:
             return f"tensorplay.{_TYPE_NAMES.get(self.dtype.name, self.dtype.name)}"
+        if isinstance(dtype, _LegacyTensorType):
+            dtype = dtype.dtype
+        elif isinstance(dtype, str) and dtype.rpartition(".")[2] in _LEGACY_DTYPES:
+            prefix = dtype.rpartition(".")[0]
+            if prefix not in ("", "torch", "tensorplay"):
+                raise ValueError(f"type(): unknown tensor type {dtype!r}")
+            dtype = _LEGACY_DTYPES[dtype.rpartition(".")[2]]
         return self.to(dtype)
 
     def type_as(self, other: Tensor) -> Tensor:
@@ -712,6 +733,24 @@ class Tensor:
     def __rxor__(self, other):
         return _E.bitwise_xor(other, self)
 
+    def __lshift__(self, other):
+        return _E.bitwise_left_shift(self, other)
+
+    def __rlshift__(self, other):
+        return _E.bitwise_left_shift(other, self)
+
+    def __rshift__(self, other):
+        return _E.bitwise_right_shift(self, other)
+
+    def __rrshift__(self, other):
+        return _E.bitwise_right_shift(other, self)
+
+    def __ilshift__(self, other):
+        return self.bitwise_left_shift_(other)
+
+    def __irshift__(self, other):
+        return self.bitwise_right_shift_(other)
+
     def __eq__(self, other):  # type: ignore[override]
         return _E.eq(self, other)
 
@@ -819,6 +858,86 @@ class Tensor:
     def relu_(self):
         return self._assign(_E.relu(self))
 
+    def sigmoid_(self):
+        return self._assign(_E.sigmoid(self))
+
+    def tanh_(self):
+        return self._assign(_E.tanh(self))
+
+    def erfinv_(self):
+        return self._assign(_E.erfinv(self))
+
+    def tril_(self, diagonal=0):
+        return self._assign(_I.tril(self, diagonal))
+
+    def triu_(self, diagonal=0):
+        return self._assign(_I.triu(self, diagonal))
+
+    def lerp_(self, end, weight):
+        return self._assign(_E.lerp(self, end, weight))
+
+    def clamp_min_(self, min):  # noqa: A002
+        return self._assign(_E.clamp_min(self, min))
+
+    def clamp_max_(self, max):  # noqa: A002
+        return self._assign(_E.clamp_max(self, max))
+
+    def addcmul_(self, tensor1, tensor2, *, value=1):
+        return self._assign(_E.addcmul(self, tensor1, tensor2, value=value))
+
+    def addcdiv_(self, tensor1, tensor2, *, value=1):
+        return self._assign(_E.addcdiv(self, tensor1, tensor2, value=value))
+
+    def bitwise_left_shift_(self, other):
+        return self._assign(_E.bitwise_left_shift(self, other))
+
+    def bitwise_right_shift_(self, other):
+        return self._assign(_E.bitwise_right_shift(self, other))
+
+    def random_(self, *args: Any, generator=None, **kwargs: Any) -> Tensor:
+        """Fill with integers drawn uniformly: ``random_(to)`` from ``[0, to)``,
+        ``random_(from, to)`` from ``[from, to)``, ``random_()`` from 0 to the largest integer
+        the dtype holds exactly (``2**mantissa`` for floats; ``2**63 - 2`` for int64)."""
+        bounds = list(args)
+        if "from" in kwargs:
+            bounds = [kwargs.pop("from")] + bounds
+        if "to" in kwargs:
+            bounds = (bounds or [0]) + [kwargs.pop("to")]
+        if kwargs or len(bounds) > 2:
+            raise TypeError(f"random_() takes (from=0, to=None, *, generator=None), got {len(bounds)} bounds"
+                            + (f" and keyword(s) {', '.join(kwargs)}" if kwargs else ""))
+        if len(bounds) == 1:
+            bounds = [0] + bounds
+        if bounds and bounds[1] is None:
+            bounds = bounds[:1]
+        low = int(bounds[0]) if bounds else 0
+        d = self.dtype
+        if len(bounds) == 2:
+            high = int(bounds[1])
+        elif d.is_bool:
+            high = 2
+        elif d.is_floating_point:
+            high = 2 ** {"float32": 24, "float64": 53, "float16": 11, "bfloat16": 8}[d.name] + 1
+        else:
+            high = min(int(np.iinfo(d.np_dtype).max), 2 ** 63 - 2) + 1
+        if low >= high:
+            raise ValueError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+        if d.is_integer:
+            info = np.iinfo(d.np_dtype)
+            if low < info.min or high - 1 > info.max:
+                raise ValueError(f"random_: [{low}, {high}) is out of bounds for {d.name}")
+        return self._assign(_R.randint(low, high, tuple(self.shape), generator=generator))
+
+    def bernoulli_(self, p: Any = 0.5, *, generator=None) -> Tensor:
+        """Fill with 1 with probability ``p`` (a number or a tensor broadcast to this shape)
+        and 0 otherwise."""
+        if isinstance(p, Tensor):
+            probs = _S.broadcast_to(p.to(dt.float64), tuple(self.shape))
+            return self._assign(_R.bernoulli(probs, generator=generator))
+        if not 0 <= p <= 1:
+            raise ValueError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        return self._assign(_R.bernoulli(_C.zeros(tuple(self.shape), dtype=dt.float64), p, generator=generator))
+
     def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
         src = src if isinstance(src, Tensor) else _C.tensor(src)
         from .dialects.tp.errors import ShapeError
@@ -914,6 +1033,57 @@ _TYPE_NAMES = {
 }
 
 
+_LEGACY_DTYPES = {name: dt.as_dtype(dtype) for dtype, name in _TYPE_NAMES.items()}
+
+
+class _LegacyTensorType(type):
+    """The type of ``tp.FloatTensor`` and the other legacy constructors: calling one with
+    data gives a tensor of its dtype, with sizes a zero-filled one; ``isinstance`` holds for
+    host tensors of its dtype."""
+
+    dtype: dt.DType
+
+    def __instancecheck__(cls, obj: Any) -> builtins.bool:
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
+
+    def __call__(cls, *args: Any) -> Tensor:
+        name = cls.__name__
+        if not args:
+            return _C.zeros(0, dtype=cls.dtype)
+        if builtins.all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, (builtins.bool, np.bool_))
+                        for a in args) or (len(args) == 1 and isinstance(args[0], Size)):
+            return _C.zeros(*args, dtype=cls.dtype)
+        if len(args) != 1:
+            raise TypeError(f"{name}(): expected sizes (ints) or one sequence of data, got {len(args)} arguments")
+        data = args[0]
+        if isinstance(data, Tensor):
+            if data.dtype is not cls.dtype:
+                raise TypeError(f"{name}(): expected a {cls.dtype.name} tensor, got {data.dtype.name}; "
+                                f"use .to(tp.{cls.dtype.name})")
+            return data
+        if not isinstance(data, (list, tuple, np.ndarray)):
+            raise TypeError(f"{name}(): data must be a sequence, got {type(data).__name__}")
+        return _C.tensor(data, dtype=cls.dtype)
+
+
+def _legacy_type(name: str) -> _LegacyTensorType:
+    return _LegacyTensorType(name, (), {"dtype": _LEGACY_DTYPES[name], "__module__": "tensorplay",
+                                        "__doc__": f"The legacy constructor of {_LEGACY_DTYPES[name].name} "
+                                                   f"tensors: ``{name}(data)`` or ``{name}(*sizes)``."})
+
+
+FloatTensor = _legacy_type("FloatTensor")
+DoubleTensor = _legacy_type("DoubleTensor")
+HalfTensor = _legacy_type("HalfTensor")
+BFloat16Tensor = _legacy_type("BFloat16Tensor")
+LongTensor = _legacy_type("LongTensor")
+IntTensor = _legacy_type("IntTensor")
+ShortTensor = _legacy_type("ShortTensor")
+CharTensor = _legacy_type("CharTensor")
+ByteTensor = _legacy_type("ByteTensor")
+BoolTensor = _legacy_type("BoolTensor")
+
+
 def _method(module_attr: str, name: str):
     def method(self, *args, **kwargs):
         return getattr(globals()[module_attr], name)(self, *args, **kwargs)
@@ -935,7 +1105,8 @@ _FORWARDED = {
         "greater", "greater_equal", "less", "less_equal", "not_equal", "equal", "logical_and",
         "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
         "bitwise_not", "clamp", "clip", "isnan", "isinf", "isfinite", "relu", "allclose",
-        "isclose", "lerp", "nan_to_num",
+        "isclose", "lerp", "nan_to_num", "clamp_min", "clamp_max", "addcmul", "addcdiv", "erfinv",
+        "bitwise_left_shift", "bitwise_right_shift",
     ],
     "_RD": [
         "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
@@ -946,13 +1117,13 @@ _FORWARDED = {
         "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
         "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
         "movedim", "narrow", "select", "flip", "repeat", "tile", "as_strided", "diagonal", "unfold",
-        "roll", "rot90", "diff",
+        "roll", "rot90", "diff", "diag", "diag_embed", "repeat_interleave",
     ],
     "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
            "scatter_add", "unique"],
     "_L": ["matmul", "mm", "bmm", "dot", "outer"],
     "_CT": ["bincount", "histc"],
-    "_SO": ["sort", "argsort", "msort", "topk", "kthvalue"],
+    "_SO": ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian"],
 }
 for _module_attr, _names in _FORWARDED.items():
     for _name in _names:

@@ -25,7 +25,8 @@ __all__ = [
     "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor", "logical_not",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "clamp", "clip",
     "isnan", "isinf", "isfinite", "relu", "allclose", "isclose", "lerp", "nan_to_num", "cast",
-    "clone",
+    "clone", "clamp_min", "clamp_max", "addcmul", "addcdiv", "erfinv", "bitwise_left_shift",
+    "bitwise_right_shift",
 ]
 
 
@@ -449,3 +450,127 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
     out = where(isnan(x), nan, x)
     out = where(logical_and(isinf(out), gt(out, 0)), posinf, out)
     return where(logical_and(isinf(out), lt(out, 0)), neginf, out)
+
+
+def clamp_min(input: Any, min: Any) -> Tensor:  # noqa: A002
+    """``clamp(input, min=min)``."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Any, max: Any) -> Tensor:  # noqa: A002
+    """``clamp(input, max=max)``."""
+    return clamp(input, max=max)
+
+
+def _addc(op: str, input: Any, tensor1: Any, tensor2: Any, value: Any, combine: Any) -> Tensor:
+    """``input + value * combine(tensor1, tensor2)`` in the promoted dtype, computed as one
+    expression in ``computes_in`` (float32 for the half types, so the product may exceed
+    their range) and rounded once."""
+    if not is_scalar(value):
+        raise TypeError(f"{op}(): argument 'value' must be a number, not {type(value).__name__}")
+    operands = [as_tensor_arg(t, op, name) for t, name in ((input, "input"), (tensor1, "tensor1"),
+                                                           (tensor2, "tensor2"))]
+    target = dt.result_type(*[(t.dtype, t.ndim) for t in operands])
+    if not target.is_floating_point and isinstance(value, float):
+        value = int(value)  # an integer result takes the value's integer part
+    work = target.computes_in
+    x, t1, t2 = (cast(t, work) if t.dtype is not work else t for t in operands)
+    out = add(x, mul(combine(t1, t2), value))
+    return cast(out, target) if out.dtype is not target else out
+
+
+def addcmul(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    return _addc("addcmul", input, tensor1, tensor2, value, mul)
+
+
+def addcdiv(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (``tensor1 / tensor2`` is true division)."""
+    t1 = as_tensor_arg(tensor1, "addcdiv", "tensor1")
+    t2 = as_tensor_arg(tensor2, "addcdiv", "tensor2")
+    if not (t1.dtype.is_floating_point or t2.dtype.is_floating_point):
+        raise TypeError(f"addcdiv(): integer division is not supported: tensor1 ({t1.dtype.name}) and "
+                        f"tensor2 ({t2.dtype.name}) are both integer tensors; use addcmul with the "
+                        f"reciprocal or a floating-point tensor")
+    return _addc("addcdiv", input, t1, t2, value, div)
+
+
+# erfinv: M. Giles' single-precision approximation ("Approximating the erfinv function",
+# GPU Computing Gems, 2011) as a starting point, then two Newton steps on erf(x) = y, which
+# bring it to the precision of the dtype's erf. All of it is tp ops, so it compiles and
+# differentiates (the derivative of the converged steps is 1 / erf'(x)).
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def _horner(coefficients: tuple[float, ...], w: Tensor) -> Tensor:
+    p = add(mul(w, coefficients[0]), coefficients[1])
+    for c in coefficients[2:]:
+        p = add(mul(p, w), c)
+    return p
+
+
+@_amp.policy("fp32", cpu=False)
+def erfinv(input: Any) -> Tensor:
+    """The inverse of :func:`erf` on ``[-1, 1]`` (±inf at ±1, NaN outside); integer and
+    bool inputs give the default float dtype."""
+    y = as_tensor_arg(input, "erfinv")
+    out_dtype = y.dtype if y.dtype.is_floating_point else dt.get_default_dtype()
+    work = out_dtype.computes_in
+    y = cast(y, work) if y.dtype is not work else y
+    w = neg(log(mul(sub(1.0, y), add(1.0, y))))
+    central = _horner(_ERFINV_CENTRAL, sub(w, 2.5))
+    tail = _horner(_ERFINV_TAIL, sub(sqrt(maximum(w, 5.0)), 3.0))
+    x = mul(where(lt(w, 5.0), central, tail), y)
+    two_over_sqrt_pi = 1.1283791670955126
+    for _ in range(2):
+        x = sub(x, div(sub(erf(x), y), mul(exp(neg(mul(x, x))), two_over_sqrt_pi)))
+    ay = abs(y)
+    x = where(eq(ay, 1.0), mul(sign(y), float("inf")), x)
+    x = where(gt(ay, 1.0), float("nan"), x)
+    return cast(x, out_dtype) if x.dtype is not out_dtype else x
+
+
+def _shift_operands(op: str, input: Any, other: Any) -> tuple[Tensor, Tensor, int]:
+    a, b = tensor_operands(op, input, other)
+    target = dt.result_type((a.dtype, a.ndim), (b.dtype, b.ndim))
+    if target.is_floating_point or target.is_bool:
+        raise TypeError(f"{op}(): shifts need integer tensors, got {a.dtype.name} and {b.dtype.name}")
+    a = cast(a, target) if a.dtype is not target else a
+    b = cast(b, target) if b.dtype is not target else b
+    return a, b, target.itemsize * 8
+
+
+def _shift_steps(s: Tensor, width: int):
+    """``2 ** s`` (``0 <= s < width``) as factors ``2 ** 2**i`` picked by the bits of ``s``:
+    each factor fits the dtype, and their product wraps as the shift does."""
+    i = 0
+    while (1 << i) < width:
+        yield cast(where(ne(bitwise_and(s, 1 << i), 0), 1 << (1 << i), 1), s.dtype)
+        i += 1
+
+
+def bitwise_left_shift(input: Any, other: Any) -> Tensor:
+    """``input << other`` on integers: bits shifted out are lost (the dtype wraps); a shift
+    by a negative amount or by the bit width or more gives 0."""
+    a, s, width = _shift_operands("bitwise_left_shift", input, other)
+    valid = logical_and(ge(s, 0), lt(s, width))
+    sc = where(valid, s, 0)
+    out = a
+    for factor in _shift_steps(sc, width):
+        out = mul(out, factor)
+    return where(valid, out, 0)
+
+
+def bitwise_right_shift(input: Any, other: Any) -> Tensor:
+    """``input >> other`` on integers, arithmetic (the sign fills in); a shift by a negative
+    amount or by the bit width or more gives -1 for negative values and 0 otherwise."""
+    a, s, width = _shift_operands("bitwise_right_shift", input, other)
+    valid = logical_and(ge(s, 0), lt(s, width))
+    sc = where(valid, s, 0)
+    out = a
+    for factor in _shift_steps(sc, width):
+        out = floor_divide(out, factor)
+    return where(valid, out, cast(where(lt(a, 0), -1, 0), a.dtype))

@@ -33,7 +33,7 @@ __all__ = [
     "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
     "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
     "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile", "as_strided",
-    "diagonal", "roll", "rot90", "diff",
+    "diagonal", "roll", "rot90", "diff", "diag", "diag_embed", "meshgrid", "repeat_interleave",
 ]
 
 
@@ -746,3 +746,137 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
         later, earlier = slice_dim(out, d, 1, SLICE_END), slice_dim(out, d, 0, length)
         out = E.logical_xor(later, earlier) if out.dtype.is_bool else E.sub(later, earlier)
     return _copy_if_same(out, x)
+
+
+def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """Matrices with the last dim of ``input`` on their diagonal (``offset`` above it when
+    positive, below when negative) and zeros elsewhere, in the plane of the result's dims
+    ``dim1`` (rows) and ``dim2`` (columns)."""
+    from . import elementwise as E
+    from .creation import arange, zeros
+
+    x = _tensor(input, "diag_embed")
+    if x.ndim == 0:
+        raise ShapeError("diag_embed(): expected a tensor of at least 1 dimension, got a 0-d tensor")
+    offset = int_tuple("diag_embed", "offset", (offset,))[0]
+    d1 = normalize_dim("diag_embed", dim1, x.ndim + 1)
+    d2 = normalize_dim("diag_embed", dim2, x.ndim + 1)
+    if d1 == d2:
+        raise ShapeError(f"diag_embed(): diagonal dimensions cannot be identical {dim1}, {dim2}")
+    k = abs(offset)
+    n = x.shape[-1] + k
+    if k:
+        x = cat([x, zeros(*x.shape[:-1], k, dtype=x.dtype, device=x.device)], -1)
+    steps = arange(n, device=x.device)
+    on_diagonal = E.eq(E.sub(unsqueeze(steps, 0), unsqueeze(steps, 1)), offset)  # [row, col]: col - row
+    values = unsqueeze(x, -1) if offset >= 0 else unsqueeze(x, -2)  # row i (col i) holds element i
+    out = E.where(on_diagonal, values, False if x.dtype.is_bool else 0)
+    return movedim(out, (x.ndim - 1, x.ndim), (d1, d2))
+
+
+def diag(input: Any, diagonal: int = 0) -> Tensor:
+    """A 1-D ``input`` as the ``diagonal``-th diagonal of a square matrix, or a copy of the
+    ``diagonal``-th diagonal of a 2-D ``input``."""
+    from .elementwise import clone
+
+    x = _tensor(input, "diag")
+    if x.ndim == 1:
+        return diag_embed(x, diagonal)
+    if x.ndim == 2:
+        return clone(globals()["diagonal"](x, diagonal))
+    raise ShapeError(f"diag(): supports 1-D or 2-D tensors, got a {x.ndim}-D tensor")
+
+
+def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D (or 0-d) tensors: result ``i`` repeats ``tensors[i]`` along
+    every other dim. ``indexing='ij'`` gives shape ``(len(t0), len(t1), ...)``; ``'xy'``
+    swaps the first two dims. Without ``indexing`` it is ``'ij'``, with a UserWarning."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    xs = _tensor_list("meshgrid", list(tensors))
+    if not xs:
+        raise ShapeError("meshgrid(): expected a non-empty list of tensors")
+    if indexing is None:
+        import warnings
+
+        warnings.warn("tp.meshgrid: pass indexing='ij' or indexing='xy'; without it the grids use 'ij' "
+                      "indexing", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid(): indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in xs:
+        if t.ndim > 1:
+            raise ShapeError(f"meshgrid(): expected 0-d or 1-D tensors, got one of shape {list(t.shape)}")
+        if t.dtype is not xs[0].dtype or t.device != xs[0].device:
+            raise TypeError("meshgrid(): expected all tensors to have the same dtype and device, got "
+                            f"{xs[0].dtype.name} on {xs[0].device} and {t.dtype.name} on {t.device}")
+    position = list(range(len(xs)))
+    if indexing == "xy" and len(xs) > 1:
+        position[0], position[1] = 1, 0
+    sizes = [0] * len(xs)
+    for i, t in enumerate(xs):
+        sizes[position[i]] = t.numel()
+    grids = []
+    for i, t in enumerate(xs):
+        view = [1] * len(xs)
+        view[position[i]] = -1
+        grids.append(expand(reshape(t, tuple(view)), tuple(sizes)))
+    return tuple(grids)
+
+
+def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,
+                      output_size: int | None = None) -> Tensor:
+    """Each element of ``input`` repeated ``repeats`` times along ``dim`` (the flattened
+    input when ``dim`` is None). ``repeats`` is an int or a tensor of one count per element
+    (or one count for all); ``output_size``, the result's length along ``dim``, saves
+    reading the counts' sum. ``repeat_interleave(repeats)`` repeats the indices
+    ``0..len(repeats)-1``."""
+    from . import elementwise as E
+    from .creation import arange
+    from .reduction import cumsum
+    from .sorting import searchsorted
+
+    if repeats is None:  # repeat_interleave(repeats)
+        counts = _tensor(input, "repeat_interleave")
+        if counts.ndim > 1:
+            raise ShapeError(f"repeat_interleave(): repeats must be 0-d or 1-D, got shape {list(counts.shape)}")
+        counts = reshape(counts, (-1,))
+        return repeat_interleave(arange(counts.shape[0], device=counts.device), counts, 0,
+                                 output_size=output_size)
+    x = _tensor(input, "repeat_interleave")
+    if dim is None:
+        x, d = reshape(x, (-1,)), 0
+    else:
+        d = normalize_dim("repeat_interleave", dim, max(x.ndim, 1))
+        if x.ndim == 0:
+            x = reshape(x, (1,))
+    if not isinstance(repeats, Tensor):
+        if isinstance(repeats, (bool, np.bool_)) or not isinstance(repeats, (int, np.integer)):
+            raise TypeError(f"repeat_interleave(): repeats must be an int or a Tensor, not "
+                            f"{type(repeats).__name__}")
+        if repeats < 0:
+            raise ValueError(f"repeat_interleave(): repeats can not be negative, got {repeats}")
+        sizes = list(x.shape)
+        out = expand(unsqueeze(x, d + 1), tuple(sizes[:d + 1] + [int(repeats)] + sizes[d + 1:]))
+        out = flatten(out, d, d + 1)
+        if output_size is not None and output_size != out.shape[d]:
+            raise ValueError(f"repeat_interleave(): output_size {output_size} does not match the "
+                             f"{out.shape[d]} elements the repeats give")
+        return out
+    if repeats.dtype not in (dt.int64, dt.int32):
+        raise TypeError(f"repeat_interleave(): repeats must be an int64 or int32 tensor, got {repeats.dtype.name}")
+    if repeats.ndim > 1:
+        raise ShapeError(f"repeat_interleave(): repeats must be 0-d or 1-D, got shape {list(repeats.shape)}")
+    n = x.shape[d]
+    if repeats.numel() == 1:
+        repeats = expand(reshape(repeats, (1,)), (n,))
+    elif repeats.shape[0] != n:
+        raise ShapeError(f"repeat_interleave(): repeats must have the same size as input along dim, but got "
+                         f"repeats.size(0) = {repeats.shape[0]} and input.size({d}) = {n}")
+    if output_size is None:
+        if bool(E.lt(repeats, 0).any()):
+            raise ValueError("repeat_interleave(): repeats can not be negative")
+        output_size = int(repeats.sum())
+    ends = cumsum(repeats.to(dt.int64), 0)
+    index = searchsorted(ends, arange(output_size, device=ends.device), right=True)
+    return apply("tp.index_select", x, index, dim=d)

@@ -22,7 +22,7 @@ from . import elementwise as E
 from . import reduction as RD
 from ._helpers import as_tensor_arg, is_scalar
 
-__all__ = ["argsort", "bucketize", "kthvalue", "msort", "searchsorted", "sort", "topk"]
+__all__ = ["argsort", "bucketize", "kthvalue", "median", "msort", "nanmedian", "searchsorted", "sort", "topk"]
 
 
 def _result_type(name: str) -> type:
@@ -35,6 +35,8 @@ def _result_type(name: str) -> type:
 _SortResult = _result_type("sort")
 _TopkResult = _result_type("topk")
 _KthvalueResult = _result_type("kthvalue")
+_MedianResult = _result_type("median")
+_NanmedianResult = _result_type("nanmedian")
 
 
 def _int(op: str, name: str, value: Any) -> int:
@@ -157,3 +159,59 @@ def bucketize(input: Any, boundaries: Any, *, out_int32: bool = False, right: bo
         raise ShapeError(f"bucketize(): boundaries tensor must be 1 dimension, but got dim({b.ndim})")
     x = as_tensor_arg(input, "bucketize") if is_scalar(input) else _tensor("bucketize", input)
     return _counted("bucketize", b, x, _bool("bucketize", "right", right), _bool("bucketize", "out_int32", out_int32))
+
+
+def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
+    """The lower median along ``dim`` (of all elements when ``dim`` is None) and its index:
+    the element at position ``(n - 1) // 2`` of the sorted values, counting only non-NaN
+    values for ``nanmedian``; ``median`` of a row holding NaN is NaN, at the first NaN's index."""
+    from . import shape as S
+
+    x = _tensor(op, input)
+    if dim is None:
+        if x.numel() == 0:
+            if not x.dtype.is_floating_point:
+                raise ValueError(f"{op}(): the median of an empty {x.dtype.name} tensor is undefined")
+            return E.cast(E.div(RD.sum(x), 0.0), x.dtype)  # NaN, as PyTorch
+        return _median(op, S.reshape(x, (-1,)), 0, False, skip_nan).values
+    d = _int(op, "dim", dim)
+    keepdim = _bool(op, "keepdim", keepdim)
+    rank = x.ndim
+    from ..dialects.tp.shapes import normalize_dim
+
+    d = normalize_dim(op, d, max(rank, 1))
+    if rank == 0:
+        x = S.reshape(x, (1,))
+    n = x.shape[d]
+    if n == 0:
+        raise ShapeError(f"{op}(): expected reduction dim {d} to have non-zero size")
+    order = apply("tp.sort", x, dim=d, descending=False, stable=True)[1]  # NaN sorts last
+    shape = list(x.shape)
+    shape[d] = 1
+    if x.dtype.is_floating_point:
+        nans = RD.sum(E.isnan(x), d, keepdim=True)
+        if skip_nan:
+            k = E.floor_divide(E.clamp(E.sub(n - 1, nans), min=0), 2)
+        else:
+            k = E.where(E.gt(nans, 0), E.sub(n, nans), (n - 1) // 2)
+    else:
+        from .creation import full
+
+        k = full(tuple(shape), (n - 1) // 2, dtype=dt.int64, device=x.device)
+    index = apply("tp.gather", order, k, dim=d)
+    values = apply("tp.gather", x, index, dim=d)
+    if not keepdim or rank == 0:
+        values, index = S.squeeze(values, d), S.squeeze(index, d)
+    result = _MedianResult if op == "median" else _NanmedianResult
+    return result(values, index)
+
+
+def median(input: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """The lower median of all elements (a 0-d tensor), or ``(values, indices)`` along
+    ``dim``: of an even count, the smaller of the two middle values. NaN propagates."""
+    return _median("median", input, dim, keepdim, skip_nan=False)
+
+
+def nanmedian(input: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    """:func:`median` ignoring NaN (NaN only where every value is NaN)."""
+    return _median("nanmedian", input, dim, keepdim, skip_nan=True)

@@ -273,3 +273,61 @@ ERRORS = [
               r"at least one of 'min' or 'max'"),
     ErrorCase("unknown_dtype", lambda lib: lib.ones(2).to("float8"), TypeError, r"unknown dtype 'float8'"),
 ]
+
+
+# --- addcmul, addcdiv, erfinv, shifts (compositions of the ops above) ------------------------------
+
+def _addc_samples(rng, dtype):
+    return [Sample((make_arg(rng, (3, 4), dtype), make_arg(rng, (3, 4), dtype), make_arg(rng, (4,), dtype, low=0.5)),
+                   {"value": 0.5}, "broadcast, value"),
+            Sample((make_arg(rng, (), dtype), make_arg(rng, (2,), dtype), make_arg(rng, (2,), dtype, low=0.5)), {},
+                   "0-d input")]
+
+
+def _erfinv_ref(y):
+    y = _f(y)
+    x = np.zeros_like(y)
+    for _ in range(60):  # Newton on erf(x) = y from 0 (monotone for |y| < 1)
+        x = x - (_erf(x) - y) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+    return x
+
+
+def _shift_ref(left):
+    def ref(a, s):
+        bits = np.asarray(a).dtype.itemsize * 8
+        a, s = np.broadcast_arrays(np.asarray(a, np.int64), np.asarray(s, np.int64))
+        out = []
+        for x, n in zip(a.reshape(-1).tolist(), s.reshape(-1).tolist()):
+            if 0 <= n < bits:
+                v = (x << n) if left else (x >> n)
+            else:
+                v = 0 if left or x >= 0 else -1
+            v &= (1 << bits) - 1  # wrap to the dtype
+            out.append(v - (1 << bits) if v >= 1 << (bits - 1) else v)
+        return np.asarray(out, np.int64).reshape(a.shape)
+    return ref
+
+
+def _shift_samples(rng, dtype):
+    bits = dtype.itemsize * 8
+    a = make_arg(rng, (3, 4), dtype)
+    return [Sample((a, rng.integers(0, bits, (3, 4)).astype(dtype.np_dtype)), {}, "in range"),
+            Sample((a, np.array([0, bits - 1, bits, -1], dtype.np_dtype)), {}, "edges: width, negative"),
+            Sample((make_arg(rng, (), dtype), 3), {}, "0-d, int amount")]
+
+
+OPS += [
+    OpInfo("addcmul", lambda lib, a, b, c, **kw: lib.addcmul(a, b, c, **kw),
+           lambda a, b, c, value=1: _f(a) + value * _f(b) * _f(c), _addc_samples),
+    OpInfo("addcdiv", lambda lib, a, b, c, **kw: a.addcdiv(b, c, **kw),
+           lambda a, b, c, value=1: _f(a) + value * _f(b) / _f(c), _addc_samples),
+    OpInfo("erfinv", lambda lib, a: lib.erfinv(a), _erfinv_ref,
+           lambda rng, dtype: [Sample((make_arg(rng, (3, 5), dtype, low=-0.95, high=0.95),)),
+                               Sample((np.array([0.0, -0.5, 0.999], dtype.np_dtype),), {}, "near 1")],
+           dtypes=(tp.float32, tp.float64), tol={tp.float64: (1e-12, 1e-12)}),
+    OpInfo("clamp_min", lambda lib, a: lib.clamp_min(a, 0.5).clamp_max(2.0),
+           lambda a: np.clip(_f(a), 0.5, 2.0), lambda rng, dtype: [Sample((make_arg(rng, (3, 4), dtype),))]),
+    OpInfo("bitwise_left_shift", lambda lib, a, s: lib.bitwise_left_shift(a, s), _shift_ref(True), _shift_samples,
+           dtypes=INTS),
+    OpInfo("bitwise_right_shift", lambda lib, a, s: a >> s, _shift_ref(False), _shift_samples, dtypes=INTS),
+]

@@ -360,3 +360,41 @@ ERRORS = [
            lambda lib: apply("tp.concat", lib.zeros(2), lib.zeros(2, dtype=lib.int64)),
            TypeError, r"tp\.concat: all inputs must have one dtype; got float32 and int64"),
 ]
+
+
+# --- diag, diag_embed, repeat_interleave ---------------------------------------------------------
+
+def _diag_embed_ref(a, offset=0, dim1=-2, dim2=-1):
+    a = np.asarray(a)
+    n = a.shape[-1] + abs(offset)
+    out = np.zeros(a.shape[:-1] + (n, n), a.dtype)
+    for i in range(a.shape[-1]):
+        r, c = (i, i + offset) if offset >= 0 else (i - offset, i)
+        out[..., r, c] = a[..., i]
+    rank = out.ndim
+    return np.moveaxis(out, (rank - 2, rank - 1), (dim1 % rank, dim2 % rank))
+
+
+def _repeat_interleave_ref(a, repeats, dim=None, **kw):
+    a = np.asarray(a)
+    return np.repeat(a, repeats, axis=dim)
+
+
+OPS += [
+    OpInfo("diag", lambda lib, a, k=0: lib.diag(a, k), lambda a, k=0: np.diag(a, k),
+           lambda rng, dtype: [Sample((make_arg(rng, (3,), dtype), 1), {}, "1-d above"),
+                               Sample((make_arg(rng, (3,), dtype), -2), {}, "1-d below"),
+                               Sample((make_arg(rng, (3, 4), dtype),), {}, "2-d"),
+                               Sample((make_arg(rng, (3, 4), dtype), 2), {}, "2-d above")], dtypes=ALL_DTYPES),
+    OpInfo("diag_embed", lambda lib, a, **kw: lib.diag_embed(a, **kw), _diag_embed_ref,
+           lambda rng, dtype: [Sample((make_arg(rng, (2, 3), dtype),), {}, "default"),
+                               Sample((make_arg(rng, (2, 3), dtype),), {"offset": -1, "dim1": 0, "dim2": 2},
+                                      "below, moved dims")]),
+    OpInfo("repeat_interleave", lambda lib, a, r, **kw: lib.repeat_interleave(a, r, **kw), _repeat_interleave_ref,
+           lambda rng, dtype: [Sample((make_arg(rng, (2, 3), dtype), 2), {}, "int, flattened"),
+                               Sample((make_arg(rng, (2, 3), dtype), 2), {"dim": 1}, "int, dim 1"),
+                               Sample((make_arg(rng, (2, 3), dtype), np.array([1, 0, 3])), {"dim": 1},
+                                      "tensor repeats"),
+                               Sample((make_arg(rng, (2, 3), dtype), np.array([2, 1])), {"dim": 0, "output_size": 3},
+                                      "output_size")], dtypes=ALL_DTYPES),
+]

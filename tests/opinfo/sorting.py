@@ -227,3 +227,43 @@ ERRORS = [
     ErrorCase("bucketize_2d_boundaries", lambda lib: lib.bucketize(_ones(3), _ones(2, 2)), ValueError,
               r"bucketize\(\): boundaries tensor must be 1 dimension, but got dim\(2\)"),
 ]
+
+
+def _median_ref(skip_nan):
+    def ref(x, dim=None, keepdim=False):
+        x = np.asarray(x, np.float64)
+        if dim is None:
+            v = np.sort(x.reshape(-1))
+            v = v[~np.isnan(v)] if skip_nan else v
+            return v[(v.size - 1) // 2] if v.size and not np.isnan(v[-1]) else (np.nan if v.size == 0 or not skip_nan
+                                                                               else v[(v.size - 1) // 2])
+        order = np.argsort(x, axis=dim, kind="stable")  # NaN last
+        nans = np.isnan(x).sum(axis=dim, keepdims=True)
+        n = x.shape[dim]
+        k = np.maximum((n - nans - 1) // 2, 0) if skip_nan else np.where(nans > 0, n - nans, (n - 1) // 2)
+        idx = np.take_along_axis(order, k, dim)
+        values = np.take_along_axis(x, idx, dim)
+        return (values, idx) if keepdim else (np.squeeze(values, dim), np.squeeze(idx, dim))
+    return ref
+
+
+def _median_samples(rng, dtype):
+    return [Sample((_distinct(rng, (3, 4), dtype),), {}, "all elements, even count"),
+            Sample((_distinct(rng, (3, 5), dtype),), {"dim": 1}, "dim 1, odd"),
+            Sample((_distinct(rng, (4, 3), dtype),), {"dim": 0, "keepdim": True}, "dim 0 keepdim, even")]
+
+
+def _median_nan_samples(rng, dtype):
+    x = np.array([[1.0, np.nan, 3.0, 0.5], [2.0, -1.0, 5.0, 4.0], [np.nan, 2.0, np.nan, 1.0]], dtype.np_dtype)
+    return [Sample((x,), {"dim": 1}, "rows with NaN"), Sample((x,), {}, "all elements")]
+
+
+OPS += [
+    OpInfo("median", lambda lib, x, **kw: lib.median(x, **kw), _median_ref(False), _median_samples, dtypes=NUMERIC),
+    OpInfo("nanmedian", lambda lib, x, **kw: x.nanmedian(**kw), _median_ref(True), _median_samples,
+           dtypes=(tp.float32, tp.float64)),
+    OpInfo("median_nan", lambda lib, x, **kw: lib.median(x, **kw), _median_ref(False), _median_nan_samples,
+           dtypes=(tp.float32,)),
+    OpInfo("nanmedian_nan", lambda lib, x, **kw: lib.nanmedian(x, **kw), _median_ref(True), _median_nan_samples,
+           dtypes=(tp.float32,)),
+]
