@@ -515,7 +515,8 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
         kernel = (h // oh, w // ow)
         y, idx = apply("tp.max_pool2d_with_indices", x, kernel_size=kernel, stride=kernel,
                        padding=(0, 0), dilation=(1, 1), ceil_mode=False)
-    else:
+    else:  # the window tables are constants: the spatial sizes are specialized
+        h, w = int(h), int(w)
         rows, kh = _adaptive_windows(h, oh)
         cols, kw = _adaptive_windows(w, ow)
         # every window gathered to (N, C, oh, ow, kh * kw); its first maximum's tap picked
