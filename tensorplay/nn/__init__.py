@@ -34,6 +34,7 @@ from .modules import (
     AdaptiveAvgPool3d, AvgPool3d, BatchNorm3d, Conv3d, ConvTranspose3d, Dropout3d, InstanceNorm3d,
     MaxPool3d,
 )
+from .modules import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .parameter import Buffer, Parameter
 
 __all__ = ["functional", "init", "modules", "parameter", "utils", "Parameter", "Buffer"] + modules.__all__

@@ -31,6 +31,7 @@ from .padding import (
     ReplicationPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d,
 )
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .pooling import (
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, MaxPool1d, MaxPool2d,
@@ -67,4 +68,5 @@ __all__ = [
     "GaussianNLLLoss", "MarginRankingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
     "MultiLabelSoftMarginLoss", "CosineEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
     "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
+    "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
 ]
