@@ -26,6 +26,26 @@ def _seed():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _disallow_marks_end_with_the_test():
+    """``disallow_in_graph`` marks are process-wide (``math.floor`` marked by one test would
+    break every later capture whose user code calls it): each test's marks end with it."""
+    import sys
+
+    before = None
+    watched = sys.modules.get("tensorplay.compiler.markers._intercept")
+    if watched is not None:
+        before = (dict(watched._builtins), {k: list(v) for k, v in watched._by_code.items()})
+    yield
+    watched = sys.modules.get("tensorplay.compiler.markers._intercept")
+    if watched is not None:
+        builtins, by_code = before or ({}, {})
+        watched._builtins.clear()
+        watched._builtins.update(builtins)
+        watched._by_code.clear()
+        watched._by_code.update(by_code)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -559,3 +559,24 @@ def test_a_disallowed_builtin_called_by_the_backend_does_not_reenter_the_capture
     worker.join(timeout=300)
     assert not worker.is_alive(), "the compile inside the graph break deadlocked"
     np.testing.assert_allclose(outcome[0], [12.0, 12.0, 12.0])
+
+
+def test_a_disallowed_builtin_breaks_user_code_but_not_the_library_calling_it():
+    """F.interpolate computes its output size with math.floor: with math.floor disallowed,
+    that call is tensorplay's own and the graph stays whole; the user's own call breaks it."""
+    import math
+
+    tpc.disallow_in_graph(math.floor)
+    x = tp.arange(8.0).reshape(1, 1, 8)
+
+    def resize(x):
+        return tp.nn.functional.interpolate(x, scale_factor=1.5, mode="nearest") * 2
+
+    np.testing.assert_allclose(tpc.compile(resize, backend="eager", fullgraph=True)(x).numpy(),
+                               resize(x).numpy())
+
+    def user(x):
+        return x * math.floor(2.5)
+
+    with pytest.raises(tpc.GraphCaptureError, match="call to math.floor"):
+        tpc.compile(user, backend="eager", fullgraph=True)(x)

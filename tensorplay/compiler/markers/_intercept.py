@@ -8,6 +8,7 @@ segment and suspends capture, on return it resumes. Builtins are matched on ``c_
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import types
@@ -52,6 +53,33 @@ class _Entry:
 
 _by_code: dict[types.CodeType, list[_Entry]] = {}
 _builtins: dict[int, tuple[Any, str]] = {}
+#: code object -> whether it is tensorplay's own (its calls to a marked builtin, such as size
+#: arithmetic with math.floor inside F.interpolate, are the library's, not the user's program)
+_own_code: dict[types.CodeType, bool] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _library_roots() -> tuple[str, ...]:
+    """The folders of tensorplay and of the packages installed inside its namespace from
+    folders of their own (dialects, passes, tools), found without importing them."""
+    import importlib.util
+    import os
+
+    roots = []
+    for name in ("tensorplay", "tensorplay.dialects", "tensorplay.passes", "tensorplay.tools"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            roots.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
+    return tuple(roots)
+
+
+def _is_library(code: types.CodeType) -> bool:
+    own = _own_code.get(code)
+    if own is None:
+        import os
+
+        own = _own_code[code] = os.path.abspath(code.co_filename).startswith(_library_roots())
+    return own
 
 
 def _entry_for(fn: Any) -> _Entry | None:
@@ -142,7 +170,7 @@ class _Interceptor:
         elif event == "c_call":
             if active is None and _builtins:
                 hit = _builtins.get(id(arg))
-                if hit is not None and hit[0] is arg:
+                if hit is not None and hit[0] is arg and not _is_library(frame.f_code):
                     self._suspend(frame, arg, hit[1])
         elif active is not None and active[1] is arg and active[0] is frame:  # c_return/c_exception
             self._resume()
