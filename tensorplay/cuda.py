@@ -142,18 +142,14 @@ def _driver_device_properties() -> tuple[str, int, int] | None:
     driver library; None where it cannot be read."""
     import ctypes
 
-    for lib in ("libcuda.so.1", "libcuda.so"):
-        try:
-            cuda = ctypes.CDLL(lib)
-            break
-        except OSError:
-            continue
-    else:
+    from .compiler.backends.probe import cuda_driver_device
+
+    found = cuda_driver_device()
+    if found is None:
         return None
-    dev, count, total = ctypes.c_int(), ctypes.c_int(), ctypes.c_size_t()
+    cuda, dev = found
+    count, total = ctypes.c_int(), ctypes.c_size_t()
     name = ctypes.create_string_buffer(256)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-        return None
     # CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
     if (cuda.cuDeviceGetName(name, len(name), dev) != 0
             or cuda.cuDeviceTotalMem_v2(ctypes.byref(total), dev) != 0

@@ -149,8 +149,7 @@ def _device_type_of(args: tuple, kwargs: dict) -> str | None:
 
     for a in (*args, *kwargs.values()):
         if isinstance(a, Tensor):
-            kind = a.device.type
-            return "cpu" if kind == "cpu" else kind
+            return a.device.type
     return None
 
 

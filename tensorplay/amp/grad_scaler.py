@@ -21,12 +21,10 @@ _READY, _UNSCALED, _STEPPED = 0, 1, 2
 def _available(device: str) -> bool:
     if device == "cpu":
         return True
-    from ..runtime.program import DriverUnavailable, driver_devices
+    from ..accelerator import _CANDIDATES
+    from ..compiler.backends import probe
 
-    try:
-        return bool(driver_devices(device))
-    except DriverUnavailable:
-        return False
+    return bool(probe.capabilities(dict(_CANDIDATES)[device]).available)
 
 
 class GradScaler:

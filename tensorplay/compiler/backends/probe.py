@@ -19,7 +19,7 @@ from .. import _logging
 from .base import BackendCapabilities, iter_nodes
 from .targets import TARGETS, VULKAN_BASELINE_INT64, VULKAN_BASELINE_NARROW, IreeTarget
 
-__all__ = ["capabilities", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
+__all__ = ["capabilities", "cuda_driver_device", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
            "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
 
 #: local-task's worker pool costs 40-70 us per call more than local-sync (measured, see
@@ -39,8 +39,9 @@ _log = _logging.get_logger("perf")
 
 # --- the device's own target -----------------------------------------------------------------
 
-def _cuda_compute_capability() -> tuple[int, int] | None:
-    """The first CUDA device's (major, minor), read from the driver library; None without one."""
+def cuda_driver_device() -> tuple[Any, Any] | None:
+    """(the CUDA driver library, its device 0 handle), initialized; None where the library or
+    the device is missing."""
     for lib in ("libcuda.so.1", "libcuda.so"):
         try:
             cuda = ctypes.CDLL(lib)
@@ -49,9 +50,19 @@ def _cuda_compute_capability() -> tuple[int, int] | None:
             continue
     else:
         return None
-    major, minor, device = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    device = ctypes.c_int()
     if cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(device), 0) != 0:
         return None
+    return cuda, device
+
+
+def _cuda_compute_capability() -> tuple[int, int] | None:
+    """The first CUDA device's (major, minor), read from the driver library; None without one."""
+    found = cuda_driver_device()
+    if found is None:
+        return None
+    cuda, device = found
+    major, minor = ctypes.c_int(), ctypes.c_int()
     # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
     if (cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, device) != 0
             or cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, device) != 0):
