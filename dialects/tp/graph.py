@@ -15,7 +15,7 @@ from . import symbolic as sym
 from .registry import Op, lookup
 from .types import TensorType
 
-__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret", "data_dependent_symbols"]
+__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret", "data_dependent_symbols", "bodies_of"]
 
 
 @dataclass(frozen=True)
@@ -118,16 +118,18 @@ class Graph:
         return node.results
 
     def callees(self) -> list[Graph]:
-        """Every graph this one calls, directly or not, each once, callees before callers."""
+        """Every graph this one calls or runs as a loop body, directly or not, each once,
+        callees before callers."""
         order: list[Graph] = []
         seen: set[int] = set()
 
         def visit(g: Graph) -> None:
             for node in g.nodes:
-                if node.callee is not None and id(node.callee) not in seen:
-                    seen.add(id(node.callee))
-                    visit(node.callee)
-                    order.append(node.callee)
+                for sub in ([node.callee] if node.callee is not None else bodies_of(node)):
+                    if id(sub) not in seen:
+                        seen.add(id(sub))
+                        visit(sub)
+                        order.append(sub)
 
         visit(self)
         return order
@@ -151,6 +153,13 @@ class Graph:
             for v in self.outputs:
                 used |= sym.free_symbols(v.type.shape)
         return used
+
+
+def bodies_of(node: Node) -> list[Graph]:
+    """The graphs a node's function attributes hold (the body of a ``tp.scan``)."""
+    if node.callee is not None:
+        return []
+    return [a for a in node.attrs.values() if isinstance(a, Graph)]
 
 
 def data_dependent_symbols(graph: Graph) -> set:

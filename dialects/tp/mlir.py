@@ -21,7 +21,7 @@ from . import dtypes as dt
 from . import symbolic as sym
 from .errors import OpError
 from .graph import CALL, Graph, SourceLoc, Value, data_dependent_symbols
-from .registry import Attr, AttrKind, Op, lookup
+from .registry import Attr, AttrKind, FuncSignature, Op, lookup
 from .types import TensorType
 
 ir = _ir.ir
@@ -171,11 +171,39 @@ def attr_to_mlir(decl: Attr, value: Any) -> ir.Attribute:
         return ir.TypeAttr.get(element_type(value))
     if kind is AttrKind.DENSE:
         return dense_attr(np.asarray(value))
+    if kind is AttrKind.FUNC:
+        return ir.FlatSymbolRefAttr.get(value.name)
     raise AssertionError(kind)
 
 
-def _attr_from_mlir(op: Op, decl: Attr, attr: ir.Attribute) -> Any:
+def _module_of(mlir_op: ir.Operation) -> ir.Operation | None:
+    op = mlir_op
+    while op is not None and op.name != "builtin.module":
+        parent = op.parent
+        op = None if parent is None else (parent.operation if hasattr(parent, "operation") else parent)
+    return op
+
+
+def function_signature(mlir_op: ir.Operation, name: str) -> FuncSignature:
+    """The signature of function ``@name`` of the module holding ``mlir_op`` (its argument
+    types with their symbolic sizes where ``tp.arg_shapes`` records them)."""
+    module = _module_of(mlir_op)
+    if module is not None:
+        for f in module.regions[0].blocks[0].operations:
+            f = f.operation
+            if f.name == "func.func" and _sym_name(f) == name:
+                fn_type = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+                inputs = symbolic_arg_types(f) or [tensor_type_of(t) for t in fn_type.inputs]
+                return FuncSignature(name, tuple(inputs), tuple(tensor_type_of(t) for t in fn_type.results))
+    raise OpError(f"{mlir_op.name}: no function @{name} in the module")
+
+
+def _attr_from_mlir(op: Op, decl: Attr, attr: ir.Attribute, mlir_op: ir.Operation | None = None) -> Any:
     kind = decl.kind
+    if kind is AttrKind.FUNC:
+        if not isinstance(attr, ir.FlatSymbolRefAttr) or mlir_op is None:
+            raise OpError(f"{op.name}: attribute '{decl.name}' expects {_mlir_kind(decl)}, got {attr}")
+        return function_signature(mlir_op, ir.FlatSymbolRefAttr(attr).value)
     if decl.symbolic:
         try:
             if kind in (AttrKind.INT, AttrKind.FLOAT) and isinstance(attr, ir.StringAttr):
@@ -208,7 +236,8 @@ def _mlir_kind(decl: Attr) -> str:
     return {AttrKind.INT: "an i64 integer attribute", AttrKind.FLOAT: "an f64 float attribute",
             AttrKind.BOOL: "a bool attribute", AttrKind.STR: "a string attribute",
             AttrKind.INTS: "an array<i64: ...> attribute", AttrKind.DTYPE: "a type attribute",
-            AttrKind.DENSE: "a dense elements attribute"}[decl.kind]
+            AttrKind.DENSE: "a dense elements attribute",
+            AttrKind.FUNC: "a function symbol (@name)"}[decl.kind]
 
 
 def dense_value(attr: ir.DenseElementsAttr) -> np.ndarray:
@@ -254,11 +283,11 @@ def _location(loc: SourceLoc | None) -> ir.Location:
     return ir.Location.file(loc.file, loc.line, loc.col)
 
 
-def _emit_graph(graph: Graph, private: bool = False) -> None:
+def _emit_graph(graph: Graph, private: bool = False, inline: bool = False) -> None:
     in_types = [tensor_type(v.type) for v in graph.inputs]
     out_types = [tensor_type(v.type) for v in graph.outputs]
     fn = func.FuncOp(graph.name, (in_types, out_types), visibility="private" if private else None)
-    if private:
+    if private and not inline:
         # a callee is a nested compile region: IREE would otherwise inline it at every call site
         # and compile the body once per site (noinline keeps one function, one set of dispatches)
         fn.attributes["noinline"] = ir.UnitAttr.get()
@@ -319,6 +348,8 @@ def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
     ordered: list[Graph] = []
     for g in graphs:
         ordered += [c for c in g.callees() if id(c) not in entries] + [g]
+    # loop bodies (and only those) are inlined into their loop by IREE: one copy each anyway
+    called = {id(n.callee) for g in ordered for n in g.nodes if n.callee is not None}
     by_name: dict[str, Graph] = {}
     unique = []
     for g in ordered:
@@ -334,7 +365,7 @@ def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
         with ir.InsertionPoint(module.body):
             for g in unique:
                 # functions only called from others are private: not entry points of the module
-                _emit_graph(g, private=id(g) not in entries)
+                _emit_graph(g, private=id(g) not in entries, inline=id(g) not in called)
     return module
 
 
@@ -416,7 +447,7 @@ def verify_op(mlir_op: ir.Operation, value_types: Mapping[Any, TensorType] | Non
         except KeyError:
             valid = ", ".join(a.name for a in op.attributes) or "none"
             raise OpError(f"{op.name}: unknown attribute '{name}'; valid attributes: {valid}") from None
-        raw[name] = _attr_from_mlir(op, decl, mlir_op.attributes[name])
+        raw[name] = _attr_from_mlir(op, decl, mlir_op.attributes[name], mlir_op)
     attrs = op.normalize_attrs(raw)
     types = [None if v is None else (value_types[v] if value_types is not None and v in value_types
                                      else tensor_type_of(v.type)) for v in slots]
@@ -529,6 +560,9 @@ def to_graphs(module: ir.Module) -> list[Graph]:
             if not op_name.startswith("tp."):
                 raise OpError(f"{op_name}: only tp ops and func.call can be read back into a graph")
             op, slots, attrs = verify_op(mlir_op.operation)
+            for decl in op.attributes:
+                if decl.kind is AttrKind.FUNC:  # a loop body: its graph
+                    attrs[decl.name] = build(attrs[decl.name].name, calling + (name,))
             results = g.add(op.name, [None if s is None else values[s] for s in slots], attrs,
                             _source_loc(mlir_op.location))
             for r, t, mlir_value in zip(results, symbolic_result_types(mlir_op.operation), mlir_op.results):

@@ -28,6 +28,8 @@ __all__ = [
     "Operand",
     "Op",
     "REQUIRED",
+    "FuncSignature",
+    "signature_of",
     "register",
     "lookup",
     "all_ops",
@@ -53,6 +55,26 @@ class AttrKind(enum.Enum):
     INTS = "array<i64>"
     DTYPE = "type"
     DENSE = "dense"
+    #: a function of the same module (a loop body): a ``Graph`` while captured, a
+    #: :class:`FuncSignature` when read from MLIR; spelled ``@name`` there
+    FUNC = "symbol"
+
+
+@dataclass(frozen=True)
+class FuncSignature:
+    """A function attribute as MLIR verification sees it: its name and types (the body's
+    ops are in the function itself)."""
+
+    name: str
+    inputs: tuple[TensorType, ...]
+    outputs: tuple[TensorType, ...]
+
+
+def signature_of(value: Any) -> FuncSignature:
+    """The signature of a function attribute's value (a ``Graph`` or a :class:`FuncSignature`)."""
+    if isinstance(value, FuncSignature):
+        return value
+    return FuncSignature(value.name, tuple(v.type for v in value.inputs), tuple(v.type for v in value.outputs))
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,11 @@ class Attr:
                 return dt.as_dtype(value)
             if kind is AttrKind.DENSE:
                 return np.asarray(value)
+            if kind is AttrKind.FUNC:
+                if isinstance(value, FuncSignature) or (
+                        isinstance(getattr(value, "name", None), str) and hasattr(value, "nodes")):
+                    return value
+                raise TypeError
         except (TypeError, ValueError) as exc:
             if isinstance(exc, OpError):
                 raise
@@ -133,6 +160,7 @@ class Attr:
             AttrKind.INTS: "a sequence of ints",
             AttrKind.DTYPE: "a dtype",
             AttrKind.DENSE: "an array",
+            AttrKind.FUNC: "a function (a Graph)",
         }[self.kind]
         return text + (" or None" if self.optional else "")
 

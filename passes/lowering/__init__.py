@@ -93,7 +93,7 @@ def lowering_summary(op_name: str) -> str | None:
 
 
 def _load() -> None:
-    from . import conv, creation, elementwise, indexing, linalg, reduction, shape, sorting  # noqa: F401
+    from . import control, conv, creation, elementwise, indexing, linalg, reduction, shape, sorting  # noqa: F401
 
 
 def _functions(module: ir.Operation) -> list[ir.Operation]:
@@ -132,7 +132,8 @@ class ConvertTpToLinalg(Pass):
         with lowering_for(TargetTraits(self.float64, self.int64_division, self.fuse_wide_inner_reductions,
                                        self.wide_float_sums, self.depthwise_conv)), \
                 ir.Location.unknown():
-            for fn in _functions(module):
+            # callers first: a loop's verification reads its body's signature in tp types
+            for fn in reversed(_functions(module)):
                 self._lower_function(fn)
                 _fence(fn, _read_through_two_maps)
                 _fence(fn, _gather_into_reduction)

@@ -1,5 +1,5 @@
 """The tp op families. Importing this package registers every op."""
 
-from . import conv, creation, elementwise, indexing, linalg, reduction, shape, sorting  # noqa: F401
+from . import control, conv, creation, elementwise, indexing, linalg, reduction, shape, sorting  # noqa: F401
 
 __all__: list[str] = []

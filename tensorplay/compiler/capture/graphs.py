@@ -56,7 +56,16 @@ def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
         else:
             for name in sorted(node.attrs):
                 h.update(f"{name}=".encode())
-                _hash_attr(node.attrs[name], h)
+                value = node.attrs[name]
+                if isinstance(value, Graph):  # a loop body: its structure
+                    key = callees.get(id(value))
+                    if key is None:
+                        sub = hashlib.sha256()
+                        _hash_graph(value, sub, callees)
+                        key = callees[id(value)] = sub.hexdigest()
+                    h.update(f"body {key};".encode())
+                else:
+                    _hash_attr(value, h)
         if node.stop_gradient:
             h.update(b" no-grad")
         for j, r in enumerate(node.results):

@@ -22,7 +22,7 @@ from . import pytree
 from .graphs import substitute_sizes
 from .session import _REGION_BACKWARD, _REGION_COMPILERS, Capture, _Ref, user_loc
 
-__all__ = ["Region", "call_region"]
+__all__ = ["Region", "call_region", "call_scan"]
 
 
 @dataclass
@@ -231,3 +231,96 @@ def _call_site(session: Capture, region: Region, leaves: list[Any]) -> Any:
         session.rebind(sources[index], tensors[out])
     out_leaves = [tensors[item[1]] if item[0] == "tensor" else item[1] for item in region.out_spec]
     return pytree.unflatten(region.out_tree, out_leaves)
+
+
+# --- loops -------------------------------------------------------------------------------------
+
+class _ScanFrame(_RegionFrame):
+    """The body of a ``tp.scan`` being traced: a region whose other tensors are loop invariants."""
+
+    def rebind(self, tensor: Tensor, new: Value) -> None:
+        ref = tensor._capture
+        if isinstance(ref, _Ref) and ref.session is self.session and ref.graph is self.graph:
+            ref.value = new
+            return
+        raise GraphCaptureError(f"{self.name}: the loop body writes in place into a tensor it did not make "
+                                f"(a closure or a module's state); return the new value in the carry instead")
+
+    def random_input(self, fn: Callable[..., Any], args: tuple, kwargs: dict, out: Tensor,
+                     ttype: Any = None) -> Tensor:
+        raise GraphCaptureError(f"{self.name}: the loop body draws random numbers "
+                                f"({getattr(fn, '__name__', fn)}); draw them for every step before the loop "
+                                f"and pass them in xs")
+
+
+def _step_type(leaf: Tensor, session: Capture) -> Any:
+    t = leaf._tensor_type()
+    if not t.has_static_shape:
+        t = t.with_shape(tuple(sym.as_size(session.shape_env.simplify(d)) for d in t.shape))
+    return t
+
+
+def call_scan(session: Capture, fn: Callable[..., Any], init: Any, xs: Any, reverse: bool) -> Any:
+    """``tensorplay.func.scan`` inside a capture: ``fn`` traced once into a body graph, one
+    ``tp.scan`` node in the current graph; returns (carry, ys) as capture tensors."""
+    from ...dialects.tp.registry import lookup
+    from ...dialects.tp.types import TensorType
+
+    carry_leaves, carry_tree = pytree.flatten(init)
+    x_leaves, x_tree = pytree.flatten(xs)
+    count = getattr(session, "_scan_count", 0)
+    session._scan_count = count + 1
+    base = re.sub(r"\W+", "_", getattr(fn, "__name__", "") or "body").strip("_") or "body"
+    body = Graph(name=f"{session.config.name}_scan_{base}_{count}")
+    label = f"scan body {getattr(fn, '__qualname__', base)}"
+    frame = _ScanFrame(session, body, label, [])
+    inner_carry, inner_x = [], []
+    for i, leaf in enumerate(carry_leaves):
+        v = frame.add_input(leaf, ("arg", i))
+        v.type = _step_type(leaf, session)
+        t = Tensor._from_type(v.type, _Ref(session, body, v))
+        frame.input_of[id(t)] = v.index
+        inner_carry.append(t)
+    for i, leaf in enumerate(x_leaves):
+        full = _step_type(leaf, session)
+        v = frame.add_input(leaf, ("arg", len(carry_leaves) + i))
+        v.type = TensorType(tuple(full.shape[1:]), full.dtype)
+        t = Tensor._from_type(v.type, _Ref(session, body, v))
+        frame.input_of[id(t)] = v.index
+        inner_x.append(t)
+    nc, nx = len(carry_leaves), len(x_leaves)
+    session._regions.append(frame)
+    try:
+        result = fn(pytree.unflatten(carry_tree, inner_carry), pytree.unflatten(x_tree, inner_x))
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise GraphCaptureError(f"{label}: fn must return a pair (carry, y), got {type(result).__name__}")
+        new_carry, y = result
+        new_leaves, new_tree = pytree.flatten(new_carry)
+        if new_tree != carry_tree:
+            raise GraphCaptureError(f"{label}: fn returned a carry of another structure than init")
+        y_leaves, y_tree = pytree.flatten(y)
+        outputs: list[Value] = []
+        for k, leaf in enumerate(new_leaves + y_leaves):
+            if not isinstance(leaf, Tensor):
+                what = f"carry leaf {k}" if k < nc else f"y leaf {k - nc}"
+                raise GraphCaptureError(f"{label}: {what} is a {type(leaf).__name__}, not a tensor")
+            outputs.append(frame.value_of(leaf))
+    finally:
+        session._regions.pop()
+    for k in range(nc):
+        want, got = body.inputs[k].type, outputs[k].type
+        if want.dtype is not got.dtype or want.rank != got.rank:
+            raise GraphCaptureError(f"{label}: carry leaf {k} enters the loop as {want} and leaves the body as "
+                                    f"{got}; a carried value keeps its shape and dtype")
+    body.set_outputs(outputs)
+    invariants = [loc[1] for loc in frame.locators[nc + nx:]]
+    length = x_leaves[0].shape[0]
+    attrs = {"body": body, "num_carries": nc, "num_xs": nx,
+             "length": length.node if isinstance(length, sym.SymInt) else int(length), "reverse": bool(reverse)}
+    op = lookup("tp.scan")
+    attrs = op.normalize_attrs(attrs)
+    values = tuple(session.value_of(t) for t in carry_leaves + x_leaves + invariants)
+    types = op.verify([v.type for v in values], attrs)
+    results = session._emit(op.name, values, attrs, types)
+    results = results if isinstance(results, tuple) else (results,)
+    return pytree.unflatten(carry_tree, list(results[:nc])), pytree.unflatten(y_tree, list(results[nc:]))

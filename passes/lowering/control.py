@@ -1,0 +1,90 @@
+"""Lowering of control flow: ``tp.scan`` to an ``scf.for`` over tensors.
+
+The loop carries the carried values and one accumulator per stacked output; each step reads
+its slices with a rank-reducing ``tensor.extract_slice`` at the step's index, calls the body
+(``func.call``; the body is a private function IREE inlines) and writes each per-step output
+with ``tensor.insert_slice``. The trip count is an ``index`` value when the length is
+symbolic, so one compiled loop serves every length; the per-step work is the body's own
+lowering (linalg on tensors), dispatched once per step.
+"""
+
+from __future__ import annotations
+
+from ...dialects.ir import arith, func, ir, scf, tensor
+from ...dialects.tp.ops.control import scan_layout
+from ...dialects.tp.registry import signature_of
+from ...dialects.tp.types import TensorType, is_static
+from . import LowerCtx, lowers
+from ._builder import empty, ranked
+from ._sizes import as_index, dim_value, index_const, split_sizes
+
+
+def _cast(value: ir.Value, want: ir.Type) -> ir.Value:
+    return value if value.type == want else tensor.CastOp(want, value).result
+
+
+def _slice_sizes(value: ir.Value, t: TensorType) -> list:
+    return [int(d) if is_static(d) else dim_value(value, i) for i, d in enumerate(t.shape)]
+
+
+@lowers("tp.scan", summary="`scf.for` over the steps carrying the carried values and the stacked outputs; "
+                           "per step `tensor.extract_slice` of each sequence, `func.call` of the body, "
+                           "`tensor.insert_slice` of each output")
+def _scan(ctx: LowerCtx) -> list[ir.Value]:
+    body = signature_of(ctx.attrs["body"])
+    operands = [v for v in ctx.operands if v is not None]
+    nc, nx, _ = scan_layout(len(operands), ctx.attrs)
+    length = ctx.size(ctx.attrs["length"])
+    n_out = len(body.outputs) - nc
+    in_types = [ranked(t) for t in body.inputs]
+    out_types = [ranked(t) for t in body.outputs]
+    carries = [_cast(v, ranked(t)) for v, t in zip(operands[:nc], ctx.out_types[:nc])]
+    # the stacked outputs' sizes: dim 0 the length, the rest the body's per-step sizes (read from
+    # the op's result types where static or symbolic; the body's own otherwise)
+    accs = []
+    for k in range(n_out):
+        sizes = ctx.out_sizes(nc + k)
+        sizes[0] = length
+        if any(s is None for s in sizes):
+            raise ValueError(f"stacked output {k} has a size the loop cannot compute before it runs "
+                             f"({ctx.out_types[nc + k]}); give the body's outputs sizes of its inputs")
+        accs.append(empty(sizes, ctx.out_types[nc + k].dtype))
+    acc_types = [ranked(t) for t in ctx.out_types[nc:]]
+    accs = [_cast(a, t) for a, t in zip(accs, acc_types)]
+    invariants = operands[nc + nx:]
+    xs = operands[nc:nc + nx]
+    x_types = ctx.in_types[nc:nc + nx]
+    loop = scf.ForOp(index_const(0), as_index(length), index_const(1), carries + accs)
+    with ir.InsertionPoint(loop.body):
+        step = loop.induction_variable
+        if ctx.attrs["reverse"]:  # step i runs index length - 1 - i
+            last = arith.SubIOp(as_index(length), index_const(1)).result
+            step = arith.SubIOp(last, step).result
+        state = list(loop.inner_iter_args)
+        args = [_cast(c, t) for c, t in zip(state[:nc], in_types[:nc])]
+        for x, xt, want in zip(xs, x_types, in_types[nc:nc + nx]):
+            sizes = [1] + _slice_sizes(x, xt)[1:]
+            dynamic, static = split_sizes(sizes)
+            offsets, s_offsets = split_sizes([step] + [0] * (xt.rank - 1))
+            piece_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size() if not isinstance(s, int) else s
+                                                  for s in sizes[1:]], ir.RankedTensorType(want).element_type)
+            piece = tensor.ExtractSliceOp(piece_type, x, offsets, dynamic, [], s_offsets, static,
+                                          [1] * xt.rank).result
+            args.append(_cast(piece, want))
+        args += [_cast(v, want) for v, want in zip(invariants, in_types[nc + nx:])]
+        call = func.CallOp(out_types, ir.FlatSymbolRefAttr.get(body.name), args)
+        results = list(call.results)
+        new_carries = [_cast(r, c.type) for r, c in zip(results[:nc], carries)]
+        new_accs = []
+        for acc, y, yt in zip(state[nc:], results[nc:], ctx.out_types[nc:]):
+            per_step = TensorType(tuple(yt.shape[1:]), yt.dtype)
+            sizes = [1] + _slice_sizes(acc, yt)[1:]
+            y = _cast(y, ir.RankedTensorType.get([s if isinstance(s, int) else ir.ShapedType.get_dynamic_size()
+                                                  for s in sizes[1:]], ranked(per_step).element_type))
+            dynamic, static = split_sizes(sizes)
+            offsets, s_offsets = split_sizes([step] + [0] * per_step.rank)
+            new_accs.append(tensor.InsertSliceOp(y, acc, offsets, dynamic, [], s_offsets, static,
+                                                 [1] * (per_step.rank + 1)).result)
+        scf.YieldOp(new_carries + new_accs)
+    outs = list(loop.results)
+    return [_cast(v, ranked(t)) for v, t in zip(outs, ctx.out_types)]
