@@ -350,6 +350,7 @@ def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
         ordered += [c for c in g.callees() if id(c) not in entries] + [g]
     # loop bodies (and only those) are inlined into their loop by IREE: one copy each anyway
     called = {id(n.callee) for g in ordered for n in g.nodes if n.callee is not None}
+    inner = {id(c) for g in graphs for c in g.callees()}
     by_name: dict[str, Graph] = {}
     unique = []
     for g in ordered:
@@ -364,8 +365,8 @@ def emit(graphs: Graph | Iterable[Graph]) -> ir.Module:
         module = ir.Module.create()
         with ir.InsertionPoint(module.body):
             for g in unique:
-                # functions only called from others are private: not entry points of the module
-                _emit_graph(g, private=id(g) not in entries, inline=id(g) not in called)
+                # functions called from others are private: not entry points of the module
+                _emit_graph(g, private=id(g) not in entries or id(g) in inner, inline=id(g) not in called)
     return module
 
 
