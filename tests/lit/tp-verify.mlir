@@ -37,3 +37,34 @@ func.func @operand_count(%a: tensor<2xf32>) {
   %0 = "tp.where"(%a, %a) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
   return
 }
+
+// -----
+
+func.func private @step(%h: tensor<2x3xf32>, %x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  return %h, %x : tensor<2x3xf32>, tensor<2x3xf32>
+}
+func.func @scan_sequence_too_short(%h: tensor<2x3xf32>, %xs: tensor<4x2x3xf32>) {
+  // expected-error @+1 {{tp.scan: sequence 0 has type tensor<4x2x3xf32>: body @step takes slices of tensor<2x3xf32>, so it must be 5 x tensor<2x3xf32>}}
+  %0:2 = "tp.scan"(%h, %xs) {body = @step, length = 5 : i64, num_carries = 1 : i64, num_xs = 1 : i64} : (tensor<2x3xf32>, tensor<4x2x3xf32>) -> (tensor<2x3xf32>, tensor<5x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @scan_without_body(%h: tensor<2x3xf32>, %xs: tensor<4x2x3xf32>) {
+  // expected-error @+1 {{tp.scan: no function @missing in the module}}
+  %0:2 = "tp.scan"(%h, %xs) {body = @missing, length = 4 : i64, num_carries = 1 : i64, num_xs = 1 : i64} : (tensor<2x3xf32>, tensor<4x2x3xf32>) -> (tensor<2x3xf32>, tensor<4x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func private @step(%h: tensor<2x3xf32>, %x: tensor<2x3xf32>) -> (tensor<2x3xi32>, tensor<2x3xf32>) {
+  %0 = "tp.cast"(%h) {dtype = i32} : (tensor<2x3xf32>) -> tensor<2x3xi32>
+  return %0, %x : tensor<2x3xi32>, tensor<2x3xf32>
+}
+func.func @scan_carry_changes_dtype(%h: tensor<2x3xf32>, %xs: tensor<4x2x3xf32>) {
+  // expected-error @+1 {{tp.scan: carried value 0: the loop passes tensor<2x3xf32>, body @step takes tensor<2x3xf32> and returns tensor<2x3xi32>; a carried value keeps its type}}
+  %0:2 = "tp.scan"(%h, %xs) {body = @step, length = 4 : i64, num_carries = 1 : i64, num_xs = 1 : i64} : (tensor<2x3xf32>, tensor<4x2x3xf32>) -> (tensor<2x3xf32>, tensor<4x2x3xf32>)
+  return
+}

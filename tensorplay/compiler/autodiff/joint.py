@@ -189,12 +189,12 @@ def build_joint(graph: Graph, requires: Sequence[int], *, shape_env: Any = None)
         return t
 
     grads: dict[Value, Tensor] = {}
-    for k in grad_outputs:
-        v = graph.outputs[k]
-        tangent = Value(v.type, None, len(joint.tangents), f"tangent{len(joint.tangents)}")
-        joint.tangents.append(tangent)
-        grads[v] = add_gradients(grads.get(v), tensor(tangent))
     with no_grad(), autocast_suspended(), _dispatch.capture_handler(tape):
+        for k in grad_outputs:  # (one value returned twice sums its two tangents: a traced add)
+            v = graph.outputs[k]
+            tangent = Value(v.type, None, len(joint.tangents), f"tangent{len(joint.tangents)}")
+            joint.tangents.append(tangent)
+            grads[v] = add_gradients(grads.get(v), tensor(tangent))
         _backprop(graph.nodes, live, grads, tensor, tape)
         joint.gradients = [None if graph.inputs[i] not in grads else tape.value_of(grads[graph.inputs[i]])
                            for i in requires]

@@ -6,7 +6,8 @@
 Every layer runs through one time loop, ``_run_layer``: the input projections of all steps are
 computed first with one matmul (``F.linear`` over the whole sequence), then a plain Python loop
 applies the cell's step function, a pure function of (carried state, step input, weights), once
-per step. Gradients come from autograd through the ops; under ``tp.compile`` the loop unrolls.
+per step. Gradients come from autograd through the ops. Under ``tp.compile`` the loop is one
+``tp.scan`` op (``tensorplay.func.scan``): one copy of the step whatever the length.
 """
 
 from __future__ import annotations
@@ -85,7 +86,25 @@ def _run_layer(cell_fn: Step, x_steps: Tensor, h0: State, weights: tuple, revers
     (T, B, 1) bool, for packed batches, says which sequences have step t: the others keep their
     state, so the final state of each sequence is the one at its own length (also when running
     in reverse, where a sequence starts from ``h0`` at its own last step). Returns the outputs
-    (T, B, H) in time order and the final state."""
+    (T, B, H) in time order and the final state.
+
+    Eagerly the loop is Python; inside a compiled function it is one ``tp.scan`` (the step
+    traced once, weights as loop invariants), so the program does not grow with the length
+    and, with dynamic sizes, serves every length."""
+    from ...compiler.capture import current_capture
+
+    if current_capture() is not None:
+        from ...func import scan
+
+        def step(state: State, inputs: tuple) -> tuple[State, Tensor]:
+            new = cell_fn(inputs[0], state, weights)
+            if masks is not None:
+                new = tuple(E.where(inputs[1], n, s) for n, s in zip(new, state))
+            return new, new[0]
+
+        sequences = (x_steps,) if masks is None else (x_steps, masks)
+        state, outputs = scan(step, tuple(h0), sequences, reverse=reverse)
+        return outputs, state
     xs = S.unbind(x_steps, 0)
     ms = S.unbind(masks, 0) if masks is not None else None
     order = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
