@@ -24,6 +24,11 @@ moved before tensors could live on a device (every weight and input up, every re
 tensorplay eager, compiled forward+backward and the whole step compiled as one program, against
 PyTorch eager and torch.compile.
 
+``--lstm`` adds the word_language_model example's LSTM language model (vocabulary 10000, 2 layers of
+256, 35 steps of a batch of 16): its forward with and without the decoder, compiled with static and
+with symbolic sizes, and a training step with gradient clipping and SGD, against PyTorch eager (a
+native LSTM kernel) and torch.compile (``--cases "" --lstm`` runs it alone).
+
 ``--sweep`` adds a shape sweep: a transformer block called with batch sizes 1, 2, 3, 7, 16, 33,
 64, each with sequence lengths 1, 5, 9, 128 (28 calls, the length changing first), compiled with
 each library's default dynamic policy (tensorplay: automatic dynamic; torch.compile: its
@@ -551,6 +556,196 @@ def run_train(use_torch: bool, repeats: int, out=sys.stdout) -> bool:
     return ok
 
 
+#: the word_language_model example's model at emsize = nhid = 256: a 10000-token vocabulary,
+#: a 2-layer LSTM, 35 steps (bptt) of a batch of 16, sequence first; no dropout (the same
+#: computation in both libraries)
+LSTM_LM = dict(ntoken=10000, emsize=256, nhid=256, nlayers=2, bptt=35, batch=16)
+
+
+def _lstm_lm(lib: Any, decoder: bool = True):
+    """The language model (embedding, LSTM, decoder to logits) or, with ``decoder=False``, its
+    embedding and LSTM only; called as ``model(tokens, h, c) -> (output, h, c)``."""
+    nn = lib.nn
+    ntoken, emsize, nhid, nlayers = (LSTM_LM[k] for k in ("ntoken", "emsize", "nhid", "nlayers"))
+
+    class RNNModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Embedding(ntoken, emsize)
+            self.rnn = nn.LSTM(emsize, nhid, nlayers)
+            if decoder:
+                self.decoder = nn.Linear(nhid, ntoken)
+
+        def forward(self, tokens, h, c):
+            output, (h, c) = self.rnn(self.encoder(tokens), (h, c))
+            if decoder:
+                output = self.decoder(output).view(-1, ntoken)
+            return output, h, c
+
+    lib.manual_seed(0)
+    return RNNModel()
+
+
+def _lstm_batch() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Input tokens (bptt, batch), next-token targets (bptt * batch,), the zero initial state."""
+    tokens = np.random.default_rng(15).integers(0, LSTM_LM["ntoken"], (LSTM_LM["bptt"] + 1, LSTM_LM["batch"]))
+    state = np.zeros((LSTM_LM["nlayers"], LSTM_LM["batch"], LSTM_LM["nhid"]), np.float32)
+    return tokens[:-1], tokens[1:].reshape(-1), state
+
+
+def _read_all(outputs: Any) -> list[np.ndarray]:
+    """Every output of a call as numpy (each library's result read back)."""
+    return [_to_numpy(o) for o in outputs]
+
+
+def _max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+
+
+def run_lstm(backend: str, repeats: int, use_torch: bool, out=sys.stdout, options: dict | None = None) -> bool:
+    """The LSTM language model: its forward (logits and final state), the same without the
+    decoder (embedding and LSTM: the recurrent loop's own time) and a whole training step
+    (forward, cross_entropy, backward, clip_grad_norm_(0.25), SGD step, zero_grad), in
+    tensorplay eager, compiled (default options; the forward also with ``dynamic=True``, one
+    program for every length and batch), PyTorch eager (a fused native LSTM kernel) and
+    torch.compile, from the same weights and batch. Each compiled forward is checked against
+    tensorplay eager; the largest difference from PyTorch eager is printed. The training
+    step's first loss and gradient norm must agree in every setup."""
+    torch = None
+    if use_torch and importlib.util.find_spec("torch") is not None:
+        import torch
+    tokens, targets, state = _lstm_batch()
+    ok = True
+    fwd_rows = []
+    for label, decoder in (("forward, logits and (h, c)", True), ("forward, LSTM only (no decoder)", False)):
+        model = _lstm_lm(tp, decoder).eval()
+        args = (tp.tensor(tokens), tp.tensor(state), tp.tensor(state))
+        row: dict[str, Any] = {"label": label}
+        with tp.no_grad():
+            eager = _read_all(model(*args))
+            row["tp eager"] = median_ms(lambda: _read_all(model(*args)), max(3, repeats // 10))
+            outputs = {}
+            for key, dynamic in (("tp comp.", None), ("tp dyn.", True)):
+                compiled = tp.compile(model, backend=backend, options=options, dynamic=dynamic)
+                first_s, got = _first_call_s(lambda: _read_all(compiled(*args)))
+                _warm(lambda: compiled(*args))
+                good = all(np.allclose(g, e, rtol=1e-4, atol=1e-5) for g, e in zip(got, eager))
+                ok &= good
+                row[key] = median_ms(lambda: _read_all(compiled(*args)), repeats)
+                row[key + " first"] = first_s
+                row[key + " check"] = (good, _max_diff(got, eager))
+                outputs[key] = got
+                if dynamic is None:
+                    row["dispatches"] = _dispatches(compiled, backend, options)
+        if torch is not None:
+            tmodel = _lstm_lm(torch, decoder).eval()
+            _share_weights(torch, model, tmodel)
+            targs = (torch.tensor(tokens), torch.tensor(state), torch.tensor(state))
+            with torch.no_grad():
+                theirs = _read_all(tmodel(*targs))
+                row["PT eager"] = median_ms(lambda: _read_all(tmodel(*targs)), repeats)
+                tcompiled = torch.compile(tmodel)
+                row["t.comp. first"], tgot = _first_call_s(lambda: _read_all(tcompiled(*targs)))
+                _warm(lambda: tcompiled(*targs))
+                row["t.comp."] = median_ms(lambda: _read_all(tcompiled(*targs)), repeats)
+            row["diff PT"] = _max_diff(outputs["tp comp."], theirs)
+            row["diff t.comp."] = _max_diff(tgot, theirs)
+        fwd_rows.append(row)
+
+    def ms(v: float | None) -> str:
+        return f"{v:9.2f}" if v is not None else f"{'-':>9s}"
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return f"{a / b:8.2f}x" if a is not None and b is not None else f"{'-':>9s}"
+
+    cfg = LSTM_LM
+    print(f"\nLSTM language model: vocabulary {cfg['ntoken']}, embedding {cfg['emsize']}, {cfg['nlayers']}-layer "
+          f"LSTM of {cfg['nhid']}, {cfg['bptt']} steps x batch {cfg['batch']} (sequence first); backend {backend}, "
+          f"options {options or 'default'}; median of {repeats} calls (tp eager {max(3, repeats // 10)}), "
+          f"outputs read to numpy, ms", file=out)
+    head = (f"{'':32s} {'tp eager':>9s} {'tp comp.':>9s} {'tp dyn.':>9s} {'PT eager':>9s} {'t.comp.':>9s} "
+            f"{'tp/t.comp':>9s} {'tp/PT':>9s} {'|tp-PT|':>8s} {'dispatches':>10s}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for r in fwd_rows:
+        diff = f"{r['diff PT']:.1e}" if "diff PT" in r else "-"
+        print(f"{r['label']:32s} {ms(r['tp eager'])} {ms(r['tp comp.'])} {ms(r['tp dyn.'])} {ms(r.get('PT eager'))} "
+              f"{ms(r.get('t.comp.'))} {ratio(r['tp comp.'], r.get('t.comp.'))} {ratio(r['tp comp.'], r.get('PT eager'))} "
+              f"{diff:>8s} {r['dispatches']:>10s}", file=out)
+    for r in fwd_rows:
+        checks = "; ".join(f"{k} vs tp eager {'OK' if r[k + ' check'][0] else 'FAIL'} (max |diff| "
+                           f"{r[k + ' check'][1]:.1e}, first call {r[k + ' first']:.2f} s)" for k in ("tp comp.", "tp dyn."))
+        extra = (f"; torch.compile vs PyTorch eager max |diff| {r['diff t.comp.']:.1e} (first call "
+                 f"{r['t.comp. first']:.2f} s)" if "diff t.comp." in r else "")
+        print(f"  {r['label']}: {checks}{extra}", file=out)
+    print("tp comp.: tp.compile(model), default options; tp dyn.: the same with dynamic=True (every size "
+          "symbolic); PT eager: PyTorch eager; t.comp.: torch.compile (inductor); tp/t.comp and tp/PT: tp comp. "
+          "over theirs (below 1: tensorplay is faster); |tp-PT|: largest difference of tp comp.'s outputs from "
+          "PyTorch eager's; dispatches: IREE kernels per graph (a loop's body counted once)", file=out)
+    ok &= _run_lstm_train(torch, backend, repeats, out, options)
+    return ok
+
+
+def _run_lstm_train(torch: Any, backend: str, repeats: int, out: Any, options: dict | None) -> bool:
+    """The training step of the LSTM language model in each setup, from the same weights."""
+    tokens, targets, state = _lstm_batch()
+    reference = _lstm_lm(tp)
+    weights = {k: v.numpy().copy() for k, v in reference.state_dict().items()}
+    setups = [("tensorplay eager", tp, None), ("tensorplay compiled fw+bw", tp, "model"),
+              ("tensorplay compiled step", tp, "step")]
+    if torch is not None:
+        setups += [("PyTorch eager", torch, None), ("torch.compile fw+bw", torch, "model")]
+    rows = []
+    for name, lib, mode in setups:
+        net = _lstm_lm(lib)
+        if lib is tp:
+            net.load_state_dict(weights)
+        else:
+            net.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in weights.items()})
+        x, y, h, c = (lib.tensor(a) for a in (tokens, targets, state, state))
+        opt = lib.optim.SGD(net.parameters(), lr=20.0)  # the example's learning rate
+        forward = lib.compile(net, **({"backend": backend, "options": options} if lib is tp else {})) \
+            if mode == "model" else net
+
+        def train_step(x, y, h, c, lib=lib, net=net, forward=forward, opt=opt):
+            logits, _, _ = forward(x, h, c)
+            loss = lib.nn.functional.cross_entropy(logits, y)
+            loss.backward()
+            norm = lib.nn.utils.clip_grad_norm_(net.parameters(), 0.25)
+            opt.step()
+            opt.zero_grad()
+            return loss, norm
+
+        step_fn = tp.compile(train_step, backend=backend, options=options) if mode == "step" else train_step
+        firsts: list[tuple[float, float]] = []
+
+        def step(step_fn=step_fn, x=x, y=y, h=h, c=c, firsts=firsts):
+            loss, norm = step_fn(x, y, h, c)
+            firsts.append((float(loss.item()), float(norm.item())))
+
+        first_s, _ = _first_call_s(step)
+        if lib is tp and mode is not None:
+            _warm(step)  # (the calls of the CPU driver trial)
+        n = max(3, repeats // 10) if lib is tp and mode is None else max(3, repeats // 4)
+        rows.append((name, first_s, median_ms(step, n), firsts[0], n))
+    by_name = {r[0]: r for r in rows}
+    reference_name = "PyTorch eager" if torch is not None else "tensorplay eager"
+    loss0, norm0 = by_name[reference_name][3]
+    good = all(abs(l - loss0) <= 1e-5 * abs(loss0) and abs(g - norm0) <= 1e-4 * abs(norm0)
+               for _, _, _, (l, g), _ in rows)
+    step_ms = by_name["tensorplay compiled step"][2]
+    print(f"\ntraining step of the LSTM language model (forward, cross_entropy, backward, clip_grad_norm_ 0.25, "
+          f"SGD lr 20, zero_grad), ms per step, each step's loss and norm read", file=out)
+    print(f"{'':30s} {'first s':>8s} {'ms/step':>9s} {'steps':>6s} {'tp step/this':>12s} {'first loss':>11s} "
+          f"{'grad norm':>10s}", file=out)
+    for name, first_s, ms, (loss, norm), n in rows:
+        print(f"{name:30s} {first_s:8.2f} {ms:9.2f} {n:6d} {step_ms / ms:11.2f}x {loss:11.6f} {norm:10.6f}", file=out)
+    print(f"first-step losses and gradient norms {'agree' if good else 'DIFFER'} (loss to 1e-5, norm to 1e-4 "
+          f"relative to {reference_name}'s); tp step/this: the compiled step's time over this row's (below 1: the "
+          f"compiled step is faster)", file=out)
+    return good
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="iree-cpu")
@@ -566,6 +761,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(dynamic=True) vs static")
     parser.add_argument("--train", action="store_true",
                         help="also time a training step: eager, compiled fw+bw, compiled whole step, PyTorch")
+    parser.add_argument("--lstm", action="store_true",
+                        help="also time the LSTM language model: forward with and without its decoder, and a "
+                             "training step (SGD, gradient clipping)")
     parser.add_argument("--options", default=None,
                         help="compile options as JSON, e.g. '{\"opt_level\": \"O3\"}' (default: the backend's)")
     args = parser.parse_args(argv)
@@ -589,6 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         ok &= run_sweep(args.backend, not args.no_torch)
     if args.train:
         ok &= run_train(not args.no_torch, max(3, args.repeats // 2))
+    if args.lstm:
+        ok &= run_lstm(args.backend, args.repeats, not args.no_torch, options=options)
     return 0 if ok else 1
 
 

@@ -10,17 +10,29 @@ lowering (linalg on tensors), dispatched once per step.
 
 from __future__ import annotations
 
+import itertools
+
 from ...dialects.ir import arith, func, ir, scf, tensor
 from ...dialects.tp.ops.control import scan_layout
 from ...dialects.tp.registry import signature_of
 from ...dialects.tp.types import TensorType, is_static
 from . import LowerCtx, lowers
-from ._builder import empty, ranked
-from ._sizes import as_index, dim_value, index_const, split_sizes
+from ._builder import filled, ranked
+from ._sizes import as_index, dim_value, index_const, sizes_of, split_sizes
 
 
 def _cast(value: ir.Value, want: ir.Type) -> ir.Value:
     return value if value.type == want else tensor.CastOp(want, value).result
+
+
+#: numbers for the fills loops start from (see :func:`_scan`)
+_FILLS = itertools.count()
+
+
+def _unique_fill(sizes: list, dtype) -> ir.Value:
+    """A fill of ``sizes`` with a number the last 250 such fills did not use (bools alternate)."""
+    n = next(_FILLS)
+    return filled(sizes, dtype, bool(n % 2) if dtype.is_bool else 1 + n % 251)
 
 
 def _slice_sizes(value: ir.Value, t: TensorType) -> list:
@@ -39,6 +51,16 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
     in_types = [ranked(t) for t in body.inputs]
     out_types = [ranked(t) for t in body.outputs]
     carries = [_cast(v, ranked(t)) for v, t in zip(operands[:nc], ctx.out_types[:nc])]
+    # IREE 3.13 mishandles a loop's initial values: it loses the offset of one that shares an
+    # allocation with other values made before the loop (the first step then reads, and the
+    # in-place updates write, another value's memory: an LSTM's zero state read the input
+    # projections), and it lets loop values that start from one value (a fill or an empty
+    # tensor that CSE merged) share one buffer. So every loop value starts from a placeholder of
+    # its own that nothing reads (a fill with a number no other fill has, so none is merged):
+    # the first step takes the initial carried values, and a fill of its own for each stacked
+    # output, as loop invariants (``arith.select`` on the step number).
+    starts = carries
+    carries = [_cast(_unique_fill(sizes_of(c, t), t.dtype), c.type) for c, t in zip(carries, ctx.out_types[:nc])]
     # the stacked outputs' sizes: dim 0 the length, the rest the body's per-step sizes (read from
     # the op's result types where static or symbolic; the body's own otherwise)
     accs = []
@@ -48,7 +70,9 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
         if any(s is None for s in sizes):
             raise ValueError(f"stacked output {k} has a size the loop cannot compute before it runs "
                              f"({ctx.out_types[nc + k]}); give the body's outputs sizes of its inputs")
-        accs.append(empty(sizes, ctx.out_types[nc + k].dtype))
+        t = ctx.out_types[nc + k]
+        accs.append(_unique_fill(sizes, t.dtype))
+        starts.append(_unique_fill(sizes, t.dtype))
     acc_types = [ranked(t) for t in ctx.out_types[nc:]]
     accs = [_cast(a, t) for a, t in zip(accs, acc_types)]
     invariants = operands[nc + nx:]
@@ -60,7 +84,9 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
         if ctx.attrs["reverse"]:  # step i runs index length - 1 - i
             last = arith.SubIOp(as_index(length), index_const(1)).result
             step = arith.SubIOp(last, step).result
-        state = list(loop.inner_iter_args)
+        first = arith.CmpIOp(arith.CmpIPredicate.eq, loop.induction_variable, index_const(0)).result
+        state = [arith.SelectOp(first, _cast(start, v.type), v).result
+                 for start, v in zip(starts, loop.inner_iter_args)]
         args = [_cast(c, t) for c, t in zip(state[:nc], in_types[:nc])]
         for x, xt, want in zip(xs, x_types, in_types[nc:nc + nx]):
             sizes = [1] + _slice_sizes(x, xt)[1:]

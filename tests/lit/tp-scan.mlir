@@ -12,14 +12,21 @@
 // CHECK: linalg.matmul
 // CHECK: math.tanh
 // CHECK-LABEL: func.func @rnn(
+// The loop starts from placeholders (fills with numbers of their own); its first step takes
+// the initial state %arg0 and a fill of the stacked output as loop invariants.
 // CHECK: %[[T:.*]] = tensor.dim %arg1, %{{.*}} : tensor<?x?x4xf32>
-// CHECK: %[[ACC:.*]] = tensor.empty(%[[T]], %{{.*}}) : tensor<?x?x4xf32>
-// CHECK: %[[LOOP:.*]]:2 = scf.for %[[I:.*]] = %{{.*}} to %[[T]] step %{{.*}} iter_args(%[[H:.*]] = %arg0, %[[YS:.*]] = %[[ACC]])
+// CHECK: %[[H0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x4xf32>)
+// CHECK: %[[ACC0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x?x4xf32>)
+// CHECK: %[[ACC:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x?x4xf32>)
+// CHECK: %[[LOOP:.*]]:2 = scf.for %[[I:.*]] = %{{.*}} to %[[T]] step %{{.*}} iter_args(%[[H:.*]] = %[[H0]], %[[YS:.*]] = %[[ACC0]])
 // CHECK: %[[LAST:.*]] = arith.subi %[[T]], %{{.*}} : index
 // CHECK: %[[AT:.*]] = arith.subi %[[LAST]], %[[I]] : index
+// CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[I]], %{{.*}} : index
+// CHECK: %[[STATE:.*]] = arith.select %[[FIRST]], %arg0, %[[H]] : tensor<?x4xf32>
+// CHECK: %[[OUT:.*]] = arith.select %[[FIRST]], %[[ACC]], %[[YS]] : tensor<?x?x4xf32>
 // CHECK: %[[X:.*]] = tensor.extract_slice %arg1[%[[AT]], 0, 0] [1, %{{.*}}, 4] [1, 1, 1] : tensor<?x?x4xf32> to tensor<?x4xf32>
-// CHECK: %[[R:.*]]:2 = func.call @step(%[[H]], %[[X]], %arg2)
-// CHECK: %[[NEW:.*]] = tensor.insert_slice %[[R]]#1 into %[[YS]][%[[AT]], 0, 0]
+// CHECK: %[[R:.*]]:2 = func.call @step(%[[STATE]], %[[X]], %arg2)
+// CHECK: %[[NEW:.*]] = tensor.insert_slice %[[R]]#1 into %[[OUT]][%[[AT]], 0, 0]
 // CHECK: scf.yield %[[R]]#0, %[[NEW]]
 // CHECK: return %[[LOOP]]#0, %[[LOOP]]#1
 func.func private @step(%h: tensor<?x4xf32>, %x: tensor<?x4xf32>, %w: tensor<4x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) attributes {tp.arg_shapes = [["s1", 4], ["s1", 4], [4, 4]]} {

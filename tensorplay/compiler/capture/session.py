@@ -460,6 +460,7 @@ class Capture:
         sources = self._input_tensors()
         wanted = None if inputs is None else {id(t) for t in inputs}
         requires = []
+        made = []  # inputs an eager autograd graph made: fine while no gradient reaches them
         for i, v in enumerate(graph.inputs):
             t = sources.get(v)
             if t is None or not t._requires_grad or not t.dtype.is_floating_point:
@@ -467,8 +468,7 @@ class Capture:
             if wanted is not None and id(t) not in wanted:
                 continue
             if t._grad_fn is not None:
-                self.graph_break("backward() into a tensor that an eager autograd graph made")
-                return False
+                made.append(i)
             requires.append(i)
         roots = [self.value_of(t) for t in outputs]
         kept = list(graph.outputs)
@@ -480,6 +480,10 @@ class Capture:
             return False
         finally:
             graph.set_outputs(kept)
+        if any(g is not None for i, g in zip(requires, joint.gradients) if i in made):
+            # (a hidden state carried over from the previous step and detached inside is not)
+            self.graph_break("backward() into a tensor that an eager autograd graph made")
+            return False
         if not joint.grad_outputs:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         seeds: dict[Value, Value] = {}

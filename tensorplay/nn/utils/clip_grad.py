@@ -35,37 +35,24 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     norm_type = float(norm_type)
     if not params:
         return C.tensor(0.0)
-    from ... import _dispatch
+    from ...ops.shape import stack
 
-    if not error_if_nonfinite and hasattr(_dispatch.current_handler(), "input_from"):
-        # inside a compiled function: the norm and the scale stay tensors (no .item(), no
-        # graph break), clamped as PyTorch's tensor form does
-        from ...ops.shape import stack
-
-        with no_grad():
-            if norm_type == math.inf:
-                total = R.amax(stack([R.amax(E.abs(p.grad)) for p in params]))
-            else:
-                total = R.sum(stack([R.sum(E.abs(p.grad) ** norm_type) for p in params])) ** (1.0 / norm_type)
-            coef = E.clamp(max_norm / (total + 1e-6), max=1.0)
-            for p in params:
-                p.grad.mul_(coef.to(p.grad.dtype))
-        return total
+    # PyTorch's form: a norm per gradient, the norm of those, a clamped tensor coefficient, all
+    # in the gradients' dtype (no .item() on the way: inside a compiled function it stays in
+    # the graph)
     with no_grad():
         if norm_type == math.inf:
-            norms = [R.amax(E.abs(p.grad)) for p in params]
-            total = R.amax(C.tensor([n.item() for n in norms]))
+            total = R.amax(stack([R.amax(E.abs(p.grad)) for p in params]))
         else:
             norms = [R.sum(E.abs(p.grad) ** norm_type) ** (1.0 / norm_type) for p in params]
-            total = R.sum(C.tensor([n.item() for n in norms]) ** norm_type) ** (1.0 / norm_type)
-        value = total.item()
-        if error_if_nonfinite and not math.isfinite(value):
+            total = R.sum(stack(norms) ** norm_type) ** (1.0 / norm_type)
+        if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
                                f"so it cannot be clipped. To disable this error and scale the gradients by the "
                                f"non-finite norm anyway, set `error_if_nonfinite=False`")
-        coef = min(max_norm / (value + 1e-6), 1.0)
+        coef = E.clamp(max_norm / (total + 1e-6), max=1.0)
         for p in params:
-            p.grad.mul_(coef)
+            p.grad.mul_(coef.to(p.grad.dtype))
     return total
 
 
