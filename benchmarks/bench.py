@@ -669,12 +669,13 @@ def run_lstm(backend: str, repeats: int, use_torch: bool, out=sys.stdout, option
     print("-" * len(head), file=out)
     for r in fwd_rows:
         diff = f"{r['diff PT']:.1e}" if "diff PT" in r else "-"
-        print(f"{r['label']:32s} {ms(r['tp eager'])} {ms(r['tp comp.'])} {ms(r['tp dyn.'])} {ms(r.get('PT eager'))} "
-              f"{ms(r.get('t.comp.'))} {ratio(r['tp comp.'], r.get('t.comp.'))} {ratio(r['tp comp.'], r.get('PT eager'))} "
-              f"{diff:>8s} {r['dispatches']:>10s}", file=out)
+        tc, pt = r.get("t.comp."), r.get("PT eager")
+        print(f"{r['label']:32s} {ms(r['tp eager'])} {ms(r['tp comp.'])} {ms(r['tp dyn.'])} {ms(pt)} {ms(tc)} "
+              f"{ratio(r['tp comp.'], tc)} {ratio(r['tp comp.'], pt)} {diff:>8s} {r['dispatches']:>10s}", file=out)
     for r in fwd_rows:
         checks = "; ".join(f"{k} vs tp eager {'OK' if r[k + ' check'][0] else 'FAIL'} (max |diff| "
-                           f"{r[k + ' check'][1]:.1e}, first call {r[k + ' first']:.2f} s)" for k in ("tp comp.", "tp dyn."))
+                           f"{r[k + ' check'][1]:.1e}, first call {r[k + ' first']:.2f} s)"
+                           for k in ("tp comp.", "tp dyn."))
         extra = (f"; torch.compile vs PyTorch eager max |diff| {r['diff t.comp.']:.1e} (first call "
                  f"{r['t.comp. first']:.2f} s)" if "diff t.comp." in r else "")
         print(f"  {r['label']}: {checks}{extra}", file=out)
