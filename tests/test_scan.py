@@ -249,8 +249,47 @@ def test_the_gradient_is_a_reverse_loop():
 
     tp.compile(step, backend=backend, fullgraph=True)(h.requires_grad_(), xs)
     scans = [n for g in backend.graphs for n in g.nodes if n.op == "tp.scan"]
-    # the forward, the forward saving each step's carry, the reverse loop
-    assert sorted(n.attrs["reverse"] for n in scans) == [False, False, True]
+    # the forward loop (which also stacks the carry entering each step), the reverse loop
+    assert sorted(n.attrs["reverse"] for n in scans) == [False, True]
+    forward = next(n for n in scans if not n.attrs["reverse"])
+    assert len(forward.results) == 1 + 1 + 1  # final carry, ys, saved carries
+
+
+def test_a_loop_without_gradients_saves_nothing():
+    h, xs = _inputs()
+    w = _weights()
+    backend = _Graphs()
+    tp.compile(lambda h, xs: _scanned(h, xs, w), backend=backend, fullgraph=True)(h, xs)
+    (node,) = backend.graphs[-1].nodes
+    assert len(node.results) == 2
+
+
+def test_the_gradient_of_a_loop_run_eagerly_recomputes_the_saved_carries():
+    # tp.scan applied outside a capture (its rule then runs the forward loop again to save them)
+    from tensorplay._dispatch import apply
+    from tests.opinfo.control import _body
+
+    h, xs = _inputs()
+    w = _weights()
+    body = _body(h._tensor_type(), xs[0]._tensor_type(), w._tensor_type(), False)
+    leaves = [h.requires_grad_(), xs.requires_grad_(), w.requires_grad_()]
+    h_t, ys = apply("tp.scan", h, xs, w, body=body, num_carries=1, num_xs=1, length=5)
+    (h_t.sum() + (ys * ys).sum()).backward()
+    got = [t.grad.numpy().copy() for t in leaves]
+
+    def unrolled():
+        c, outs = h, []
+        for t in range(5):
+            c = tp.tanh(c @ w + xs[t])
+            outs.append(c + c)
+        return c, tp.stack(outs)
+
+    for t in leaves:
+        t.grad = None
+    c, ys = unrolled()
+    (c.sum() + (ys * ys).sum()).backward()
+    for a, t in zip(got, leaves):
+        np.testing.assert_allclose(a, t.grad.numpy(), rtol=1e-12, atol=1e-13)
 
 
 def test_finite_differences_of_a_two_carry_loop():

@@ -1,8 +1,9 @@
 """The gradient of ``tp.scan``: a second loop, running the steps in the opposite order.
 
-The forward loop is run again with each step's incoming carried values as extra stacked
-outputs (the *saved carries*: memory of one carried state per step, never the body's
-intermediates). The reverse loop's body recomputes one step of the forward body from its saved
+The forward loop saves each step's incoming carried values as extra stacked outputs (the
+*saved carries*: memory of one carried state per step, never the body's intermediates): a
+captured loop whose inputs may need gradients does so from the start (``saving_body``);
+otherwise the rule runs the forward loop again to get them. The reverse loop's body recomputes one step of the forward body from its saved
 carry, slice and invariants, then applies the body's own backward (traced from the ops'
 gradient rules by :func:`~.joint.build_joint`). It carries the gradient of the carried values
 and the running sum of the invariants' gradients, and stacks the gradient of each slice. So
@@ -15,6 +16,7 @@ length, and a loop inside a loop body differentiates the same way.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ... import _dispatch
@@ -40,9 +42,14 @@ def _cache(body: Graph) -> dict:
     return cache
 
 
+#: saving body -> the body it extends (a loop whose body is a key saves its carries already)
+_SAVING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def saving_body(body: Graph, nc: int) -> Graph:
     """``body`` also returning its incoming carried values (stacked by the loop: the carry
-    before each step)."""
+    before each step). A captured loop whose inputs may need gradients uses it from the start,
+    so its gradient finds the saved carries among its results."""
     cache = _cache(body)
     hit = cache.get("saving")
     if hit is None:
@@ -51,6 +58,7 @@ def saving_body(body: Graph, nc: int) -> Graph:
         _copy_nodes(hit, body.nodes, mapping)
         hit.set_outputs([mapping[v] for v in body.outputs] + [mapping[v] for v in body.inputs[:nc]])
         cache["saving"] = hit
+        _SAVING[hit] = body
     return hit
 
 
@@ -128,6 +136,11 @@ def scan_vjp(ctx: Any, grads: list[Any]) -> list[Any]:
         raise TypeError(f"tp.scan: the gradient needs the body's graph, got {type(body).__name__}")
     inputs = list(ctx.inputs)
     nc, nx, nk = scan_layout(len(inputs), attrs)
+    saved = None
+    if body in _SAVING:  # the loop saved its carries: they are its last results
+        body = _SAVING[body]
+        saved = list(ctx.outputs)[len(body.outputs):]
+        grads = list(grads)[:len(body.outputs)]
     ny = len(body.outputs) - nc
     length, reverse = attrs["length"], attrs["reverse"]
     fc = [i for i in range(nc) if body.inputs[i].type.dtype.is_floating_point]
@@ -140,16 +153,17 @@ def scan_vjp(ctx: Any, grads: list[Any]) -> list[Any]:
         return out
     handler = _dispatch.current_handler()
     shape_env = getattr(handler, "shape_env", None)
-    saving = saving_body(body, nc)
-    loop = dict(num_carries=nc, num_xs=nx, length=length, reverse=reverse)
-    saved = ctx.apply_op("tp.scan", *inputs, body=saving, **loop)
-    saved = list(saved if isinstance(saved, tuple) else (saved,))[nc + ny:]
+    if saved is None:  # the forward loop again, saving them
+        saving = saving_body(body, nc)
+        loop = dict(num_carries=nc, num_xs=nx, length=length, reverse=reverse)
+        saved = ctx.apply_op("tp.scan", *inputs, body=saving, **loop)
+        saved = list(saved if isinstance(saved, tuple) else (saved,))[nc + ny:]
     bw = backward_body(body, nc, nx, fc, need_x, need_k, fy, shape_env)
 
     def grad_or_zeros(g: Any, like: Any) -> Any:
         return g if g is not None else ctx.zeros(tuple(like.shape), like.dtype, like)
 
-    outputs = list(ctx.outputs)
+    outputs = list(ctx.outputs)[:len(body.outputs)]
     operands = [grad_or_zeros(grads[i], outputs[i]) for i in fc]
     operands += [ctx.zeros(tuple(inputs[nc + nx + k].shape), inputs[nc + nx + k].dtype, inputs[nc + nx + k])
                  for k in need_k]

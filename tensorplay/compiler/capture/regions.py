@@ -314,6 +314,12 @@ def call_scan(session: Capture, fn: Callable[..., Any], init: Any, xs: Any, reve
                                     f"{got}; a carried value keeps its shape and dtype")
     body.set_outputs(outputs)
     invariants = [loc[1] for loc in frame.locators[nc + nx:]]
+    user_results = len(outputs)
+    if nc and _may_need_grad(session, carry_leaves + x_leaves + invariants):
+        # the loop also stacks the carry entering each step, which its gradient reads
+        from ..autodiff.scan import saving_body
+
+        body = saving_body(body, nc)
     length = x_leaves[0].shape[0]
     attrs = {"body": body, "num_carries": nc, "num_xs": nx,
              "length": length.node if isinstance(length, sym.SymInt) else int(length), "reverse": bool(reverse)}
@@ -322,5 +328,18 @@ def call_scan(session: Capture, fn: Callable[..., Any], init: Any, xs: Any, reve
     values = tuple(session.value_of(t) for t in carry_leaves + x_leaves + invariants)
     types = op.verify([v.type for v in values], attrs)
     results = session._emit(op.name, values, attrs, types)
-    results = results if isinstance(results, tuple) else (results,)
+    results = (results if isinstance(results, tuple) else (results,))[:user_results]
     return pytree.unflatten(carry_tree, list(results[:nc])), pytree.unflatten(y_tree, list(results[nc:]))
+
+
+def _may_need_grad(session: Capture, tensors: list[Tensor]) -> bool:
+    """Whether a gradient may flow through a loop over ``tensors``: grad mode is on and one of
+    them requires grad, or one is a value of this capture while one of its inputs does."""
+    from ..._grad_mode import is_grad_enabled
+
+    if not is_grad_enabled():
+        return False
+    if any(t.requires_grad for t in tensors):
+        return True
+    return any(isinstance(t._capture, _Ref) for t in tensors) and any(
+        t._requires_grad for t in session._input_tensors().values())
