@@ -626,7 +626,10 @@ def run_lstm(backend: str, repeats: int, use_torch: bool, out=sys.stdout, option
             row["tp eager"] = median_ms(lambda: _read_all(model(*args)), max(3, repeats // 10))
             outputs = {}
             for key, dynamic in (("tp comp.", None), ("tp dyn.", True)):
-                compiled = tp.compile(model, backend=backend, options=options, dynamic=dynamic)
+                # (a cache of its own: wrappers of one module share entries, and the static entry
+                # would serve the dynamic wrapper's calls)
+                compiled = tp.compile(model, backend=backend, options=options, dynamic=dynamic,
+                                      isolate_recompiles=True)
                 first_s, got = _first_call_s(lambda: _read_all(compiled(*args)))
                 _warm(lambda: compiled(*args))
                 good = all(np.allclose(g, e, rtol=1e-4, atol=1e-5) for g, e in zip(got, eager))
