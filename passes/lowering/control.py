@@ -35,6 +35,15 @@ def _unique_fill(sizes: list, dtype) -> ir.Value:
     return filled(sizes, dtype, bool(n % 2) if dtype.is_bool else 1 + n % 251)
 
 
+def _tie_shape(value: ir.Value, sizes: list) -> ir.Value:
+    """``value`` through ``flow.tensor.tie_shape`` with its dynamic sizes (``sizes`` holds ints
+    and ``index`` values); itself when static."""
+    dynamic = [d for d in sizes if not isinstance(d, int)]
+    if not dynamic:
+        return value
+    return ir.Operation.create("flow.tensor.tie_shape", results=[value.type], operands=[value, *dynamic]).results[0]
+
+
 def _slice_sizes(value: ir.Value, t: TensorType) -> list:
     return [int(d) if is_static(d) else dim_value(value, i) for i, d in enumerate(t.shape)]
 
@@ -56,23 +65,26 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
     # in-place updates write, another value's memory: an LSTM's zero state read the input
     # projections), and it lets loop values that start from one value (a fill or an empty
     # tensor that CSE merged) share one buffer. So every loop value starts from a placeholder of
-    # its own that nothing reads (a fill with a number no other fill has, so none is merged):
-    # the first step takes the initial carried values, and a fill of its own for each stacked
-    # output, as loop invariants (``arith.select`` on the step number).
+    # its own that nothing reads (a fill with a number no other fill has, so none is merged).
+    # The first step takes the initial carried values as loop invariants (``arith.select`` on
+    # the step number: a copy of each small carried value per step) and makes each stacked
+    # output's buffer (a fill, of a number of its own, in an ``scf.if`` that IREE runs as a
+    # branch: the later steps update the buffer in place, with no copy).
     starts = carries
+    carry_sizes = [sizes_of(c, t) for c, t in zip(carries, ctx.out_types[:nc])]
     carries = [_cast(_unique_fill(sizes_of(c, t), t.dtype), c.type) for c, t in zip(carries, ctx.out_types[:nc])]
     # the stacked outputs' sizes: dim 0 the length, the rest the body's per-step sizes (read from
     # the op's result types where static or symbolic; the body's own otherwise)
-    accs = []
+    accs: list[ir.Value] = []
+    acc_sizes: list[list] = []
     for k in range(n_out):
         sizes = ctx.out_sizes(nc + k)
         sizes[0] = length
         if any(s is None for s in sizes):
             raise ValueError(f"stacked output {k} has a size the loop cannot compute before it runs "
                              f"({ctx.out_types[nc + k]}); give the body's outputs sizes of its inputs")
-        t = ctx.out_types[nc + k]
-        accs.append(_unique_fill(sizes, t.dtype))
-        starts.append(_unique_fill(sizes, t.dtype))
+        accs.append(_unique_fill(sizes, ctx.out_types[nc + k].dtype))
+        acc_sizes.append(sizes)
     acc_types = [ranked(t) for t in ctx.out_types[nc:]]
     accs = [_cast(a, t) for a, t in zip(accs, acc_types)]
     invariants = operands[nc + nx:]
@@ -85,8 +97,16 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
             last = arith.SubIOp(as_index(length), index_const(1)).result
             step = arith.SubIOp(last, step).result
         first = arith.CmpIOp(arith.CmpIPredicate.eq, loop.induction_variable, index_const(0)).result
-        state = [arith.SelectOp(first, _cast(start, v.type), v).result
-                 for start, v in zip(starts, loop.inner_iter_args)]
+        state = list(loop.inner_iter_args)
+        state[:nc] = [arith.SelectOp(first, _cast(start, v.type), v).result for start, v in zip(starts, state[:nc])]
+        if n_out:
+            made = scf.IfOp(first, [v.type for v in state[nc:]], has_else=True)
+            with ir.InsertionPoint(made.then_block):
+                scf.YieldOp([_cast(_unique_fill(sizes, t.dtype), v.type)
+                             for sizes, t, v in zip(acc_sizes, ctx.out_types[nc:], state[nc:])])
+            with ir.InsertionPoint(made.else_block):
+                scf.YieldOp(state[nc:])
+            state[nc:] = [_tie_shape(v, sizes) for v, sizes in zip(made.results, acc_sizes)]
         args = [_cast(c, t) for c, t in zip(state[:nc], in_types[:nc])]
         for x, xt, want in zip(xs, x_types, in_types[nc:nc + nx]):
             sizes = [1] + _slice_sizes(x, xt)[1:]
@@ -102,9 +122,9 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
         results = list(call.results)
         new_carries = [_cast(r, c.type) for r, c in zip(results[:nc], carries)]
         new_accs = []
-        for acc, y, yt in zip(state[nc:], results[nc:], ctx.out_types[nc:]):
+        for acc, y, yt, known in zip(state[nc:], results[nc:], ctx.out_types[nc:], acc_sizes):
             per_step = TensorType(tuple(yt.shape[1:]), yt.dtype)
-            sizes = [1] + _slice_sizes(acc, yt)[1:]
+            sizes = [1] + list(known[1:])  # (not tensor.dim of the scf.if's result: IREE cannot resolve it)
             y = _cast(y, ir.RankedTensorType.get([s if isinstance(s, int) else ir.ShapedType.get_dynamic_size()
                                                   for s in sizes[1:]], ranked(per_step).element_type))
             dynamic, static = split_sizes(sizes)
@@ -112,5 +132,7 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
             new_accs.append(tensor.InsertSliceOp(y, acc, offsets, dynamic, [], s_offsets, static,
                                                  [1] * (per_step.rank + 1)).result)
         scf.YieldOp(new_carries + new_accs)
-    outs = list(loop.results)
+    # the results' sizes are the initial values' (IREE cannot follow a tensor.dim of them back
+    # through the stacked outputs' scf.if)
+    outs = [_tie_shape(v, sizes) for v, sizes in zip(loop.results, carry_sizes + acc_sizes)]
     return [_cast(v, ranked(t)) for v, t in zip(outs, ctx.out_types)]

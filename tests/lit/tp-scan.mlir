@@ -13,22 +13,27 @@
 // CHECK: math.tanh
 // CHECK-LABEL: func.func @rnn(
 // The loop starts from placeholders (fills with numbers of their own); its first step takes
-// the initial state %arg0 and a fill of the stacked output as loop invariants.
+// the initial state %arg0 as a loop invariant and makes the stacked output's buffer.
 // CHECK: %[[T:.*]] = tensor.dim %arg1, %{{.*}} : tensor<?x?x4xf32>
 // CHECK: %[[H0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x4xf32>)
 // CHECK: %[[ACC0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x?x4xf32>)
-// CHECK: %[[ACC:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<?x?x4xf32>)
 // CHECK: %[[LOOP:.*]]:2 = scf.for %[[I:.*]] = %{{.*}} to %[[T]] step %{{.*}} iter_args(%[[H:.*]] = %[[H0]], %[[YS:.*]] = %[[ACC0]])
 // CHECK: %[[LAST:.*]] = arith.subi %[[T]], %{{.*}} : index
 // CHECK: %[[AT:.*]] = arith.subi %[[LAST]], %[[I]] : index
 // CHECK: %[[FIRST:.*]] = arith.cmpi eq, %[[I]], %{{.*}} : index
 // CHECK: %[[STATE:.*]] = arith.select %[[FIRST]], %arg0, %[[H]] : tensor<?x4xf32>
-// CHECK: %[[OUT:.*]] = arith.select %[[FIRST]], %[[ACC]], %[[YS]] : tensor<?x?x4xf32>
+// CHECK: %[[MADE:.*]] = scf.if %[[FIRST]] -> (tensor<?x?x4xf32>) {
+// CHECK:   linalg.fill
+// CHECK: } else {
+// CHECK:   scf.yield %[[YS]]
+// CHECK: %[[OUT:.*]] = flow.tensor.tie_shape %[[MADE]]
 // CHECK: %[[X:.*]] = tensor.extract_slice %arg1[%[[AT]], 0, 0] [1, %{{.*}}, 4] [1, 1, 1] : tensor<?x?x4xf32> to tensor<?x4xf32>
 // CHECK: %[[R:.*]]:2 = func.call @step(%[[STATE]], %[[X]], %arg2)
 // CHECK: %[[NEW:.*]] = tensor.insert_slice %[[R]]#1 into %[[OUT]][%[[AT]], 0, 0]
 // CHECK: scf.yield %[[R]]#0, %[[NEW]]
-// CHECK: return %[[LOOP]]#0, %[[LOOP]]#1
+// CHECK: %[[H_T:.*]] = flow.tensor.tie_shape %[[LOOP]]#0
+// CHECK: %[[YS_T:.*]] = flow.tensor.tie_shape %[[LOOP]]#1
+// CHECK: return %[[H_T]], %[[YS_T]]
 func.func private @step(%h: tensor<?x4xf32>, %x: tensor<?x4xf32>, %w: tensor<4x4xf32>) -> (tensor<?x4xf32>, tensor<?x4xf32>) attributes {tp.arg_shapes = [["s1", 4], ["s1", 4], [4, 4]]} {
   %0 = "tp.matmul"(%h, %w) {tp.shapes = [["s1", 4]]} : (tensor<?x4xf32>, tensor<4x4xf32>) -> tensor<?x4xf32>
   %1 = "tp.add"(%0, %x) {tp.shapes = [["s1", 4]]} : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>

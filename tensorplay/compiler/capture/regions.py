@@ -314,6 +314,7 @@ def call_scan(session: Capture, fn: Callable[..., Any], init: Any, xs: Any, reve
                                     f"{got}; a carried value keeps its shape and dtype")
     body.set_outputs(outputs)
     invariants = [loc[1] for loc in frame.locators[nc + nx:]]
+    body, invariants = _hoist_invariants(session, body, nc + nx, invariants)
     user_results = len(outputs)
     if nc and _may_need_grad(session, carry_leaves + x_leaves + invariants):
         # the loop also stacks the carry entering each step, which its gradient reads
@@ -330,6 +331,46 @@ def call_scan(session: Capture, fn: Callable[..., Any], init: Any, xs: Any, reve
     results = session._emit(op.name, values, attrs, types)
     results = (results if isinstance(results, tuple) else (results,))[:user_results]
     return pytree.unflatten(carry_tree, list(results[:nc])), pytree.unflatten(y_tree, list(results[nc:]))
+
+
+def _hoist_invariants(session: Capture, body: Graph, first: int, invariants: list[Tensor]) -> tuple[Graph, list[Tensor]]:
+    """Loop-invariant code motion: the body's ops that read only invariants (and each other)
+    move before the loop, into the graph being captured, and their results become invariants
+    (``F.linear``'s transpose of a recurrent weight is computed once, not once per step).
+    ``first``: the position of the body's first invariant input. Returns the body and the
+    invariant tensors the loop takes."""
+    from ...dialects.tp.graph import Node, bodies_of
+
+    outer: dict[Value, Tensor] = dict(zip(body.inputs[first:], invariants))
+    moved: set[int] = set()
+    for n, node in enumerate(body.nodes):
+        if (node.callee is not None or bodies_of(node) or node.opdef.data_dependent
+                or not all(v is None or v in outer for v in node.inputs)):
+            continue
+        inputs = tuple(None if v is None else session.value_of(outer[v]) for v in node.inputs)
+        made = session._emit(node.op, inputs, dict(node.attrs), [r.type for r in node.results])
+        made = made if isinstance(made, tuple) else (made,)
+        outer.update(zip(node.results, made))
+        moved.add(n)
+    if not moved:
+        return body, invariants
+    new = Graph(name=body.name)
+    mapping: dict[Value, Value] = {v: new.add_input(v.type) for v in body.inputs[:first]}
+    taken: list[Tensor] = []
+    kept = [node for n, node in enumerate(body.nodes) if n not in moved]
+    used = {v for node in kept for v in node.inputs if v is not None} | set(body.outputs)
+    for v, t in outer.items():  # the invariants still read, old and new, as inputs
+        if v in used:
+            mapping[v] = new.add_input(v.type)
+            taken.append(t)
+    for node in kept:
+        copy = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs), (),
+                    node.loc, node.callee, node.stop_gradient)
+        copy.results = tuple(Value(r.type, copy, r.index) for r in node.results)
+        mapping.update(zip(node.results, copy.results))
+        new.nodes.append(copy)
+    new.set_outputs([mapping[v] for v in body.outputs])
+    return new, taken
 
 
 def _may_need_grad(session: Capture, tensors: list[Tensor]) -> bool:
