@@ -369,7 +369,7 @@ def test_compiled_lstm_forward_equals_eager_at_two_lengths():
             for got, want in zip(run(tokens), model(tokens)):
                 # float32: the compiled kernels round differently (measured up to 5e-7)
                 np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-6, atol=2e-6)
-    assert run.compile_count == 2  # the loop unrolls: one graph per sequence length
+    assert run.compile_count == 2  # static sizes: one program per length (dynamic=True: one, test_scan.py)
     tp.compiler.reset()
 
 

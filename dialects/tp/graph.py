@@ -15,7 +15,7 @@ from . import symbolic as sym
 from .registry import Op, lookup
 from .types import TensorType
 
-__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret", "data_dependent_symbols", "bodies_of"]
+__all__ = ["CALL", "SourceLoc", "Value", "Node", "Graph", "interpret", "data_dependent_symbols", "bodies_of", "copy_nodes"]
 
 
 @dataclass(frozen=True)
@@ -153,6 +153,17 @@ class Graph:
             for v in self.outputs:
                 used |= sym.free_symbols(v.type.shape)
         return used
+
+
+def copy_nodes(graph: Graph, nodes: Sequence[Node], mapping: dict[Value, Value]) -> None:
+    """Append copies of ``nodes`` to ``graph``, their inputs looked up in ``mapping`` (which
+    gains each copied result)."""
+    for node in nodes:
+        new = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs),
+                   (), node.loc, node.callee, node.stop_gradient)
+        new.results = tuple(Value(r.type, new, r.index) for r in node.results)
+        mapping.update(zip(node.results, new.results))
+        graph.nodes.append(new)
 
 
 def bodies_of(node: Node) -> list[Graph]:

@@ -20,19 +20,10 @@ import weakref
 from typing import Any
 
 from ... import _dispatch
-from ...dialects.tp.graph import Graph, Node, Value
+from ...dialects.tp.graph import Graph, Value, copy_nodes
 from ...dialects.tp.ops.control import scan_layout
 
 __all__ = ["scan_vjp", "saving_body", "backward_body"]
-
-
-def _copy_nodes(graph: Graph, nodes: list[Node], mapping: dict[Value, Value]) -> None:
-    for node in nodes:
-        new = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs),
-                   (), node.loc, node.callee, node.stop_gradient)
-        new.results = tuple(Value(r.type, new, r.index) for r in node.results)
-        mapping.update(zip(node.results, new.results))
-        graph.nodes.append(new)
 
 
 def _cache(body: Graph) -> dict:
@@ -55,7 +46,7 @@ def saving_body(body: Graph, nc: int) -> Graph:
     if hit is None:
         hit = Graph(name=f"{body.name}_saving")
         mapping = {v: hit.add_input(v.type) for v in body.inputs}
-        _copy_nodes(hit, body.nodes, mapping)
+        copy_nodes(hit, body.nodes, mapping)
         hit.set_outputs([mapping[v] for v in body.outputs] + [mapping[v] for v in body.inputs[:nc]])
         cache["saving"] = hit
         _SAVING[hit] = body
@@ -104,7 +95,7 @@ def backward_body(body: Graph, nc: int, nx: int, fc: list[int], need_x: list[int
     for pos, tangent in tangent_of.items():  # an output whose gradient no argument brings: zero
         if tangent not in mapping:
             mapping[tangent] = _zeros(bw, tangent.type)
-    _copy_nodes(bw, list(body.nodes) + list(joint.backward), mapping)
+    copy_nodes(bw, list(body.nodes) + list(joint.backward), mapping)
 
     def gradient(n: int, position: int) -> Value:
         g = joint.gradients[n]

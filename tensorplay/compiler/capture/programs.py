@@ -20,7 +20,7 @@ import numpy as np
 from ..._tensor import Tensor
 from ...runtime.program import to_device
 from ...runtime.storage import DeviceArray, driver_of_arrays
-from ...dialects.tp.graph import Graph, Node, Value
+from ...dialects.tp.graph import Graph, Node, Value, copy_nodes
 from .._logging import get_logger
 from ..errors import GraphCaptureError
 from .. import tracedir
@@ -189,11 +189,6 @@ class _Chain:
 def _subgraph(name: str, nodes: list[Node], ins: list[Value], outs: list[Value]) -> Graph:
     sub = Graph(name=name)
     mapping: dict[Value, Value] = {v: sub.add_input(v.type) for v in ins}
-    for node in nodes:
-        new = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs),
-                   (), node.loc, node.callee, node.stop_gradient)
-        new.results = tuple(Value(r.type, new, r.index) for r in node.results)
-        mapping.update(zip(node.results, new.results))
-        sub.nodes.append(new)
+    copy_nodes(sub, nodes, mapping)
     sub.set_outputs([mapping[v] for v in outs])
     return sub

@@ -339,7 +339,7 @@ def _hoist_invariants(session: Capture, body: Graph, first: int, invariants: lis
     (``F.linear``'s transpose of a recurrent weight is computed once, not once per step).
     ``first``: the position of the body's first invariant input. Returns the body and the
     invariant tensors the loop takes."""
-    from ...dialects.tp.graph import Node, bodies_of
+    from ...dialects.tp.graph import bodies_of, copy_nodes
 
     outer: dict[Value, Tensor] = dict(zip(body.inputs[first:], invariants))
     moved: set[int] = set()
@@ -363,12 +363,7 @@ def _hoist_invariants(session: Capture, body: Graph, first: int, invariants: lis
         if v in used:
             mapping[v] = new.add_input(v.type)
             taken.append(t)
-    for node in kept:
-        copy = Node(node.op, tuple(None if v is None else mapping[v] for v in node.inputs), dict(node.attrs), (),
-                    node.loc, node.callee, node.stop_gradient)
-        copy.results = tuple(Value(r.type, copy, r.index) for r in node.results)
-        mapping.update(zip(node.results, copy.results))
-        new.nodes.append(copy)
+    copy_nodes(new, kept, mapping)
     new.set_outputs([mapping[v] for v in body.outputs])
     return new, taken
 
