@@ -366,7 +366,8 @@ def test_a_compiled_lstm_language_model_compiles_once(backend):
 
 
 @pytest.mark.iree
-def test_a_compiled_training_step_over_varying_lengths_matches_eager():
+@pytest.mark.parametrize("backend", ["iree-cpu", pytest.param("iree-vulkan", marks=pytest.mark.vulkan)])
+def test_a_compiled_training_step_over_varying_lengths_matches_eager(backend):
     def train(compiled):
         tp.compiler.reset()
         tp.manual_seed(0)
@@ -381,7 +382,7 @@ def test_a_compiled_training_step_over_varying_lengths_matches_eager():
             opt.zero_grad()
             return loss
 
-        run = tp.compile(step, dynamic=True) if compiled else step
+        run = tp.compile(step, dynamic=True, backend=backend) if compiled else step
         rng = np.random.default_rng(8)
         losses = []
         for steps, batch in ((5, 4), (12, 4), (3, 2), (20, 6), (12, 4)):

@@ -503,9 +503,11 @@ class CompiledFunction:
         # that device's backend (as torch.compile follows the tensors' device)
         self._follow_device = backend is None and chosen == DEFAULT_BACKEND
         self._device_backends: dict[str, Backend] = {}
+        # (the dynamic policy too: a dynamic=True wrapper of a callable whose static wrapper ran
+        # first gets the program for every size, not the static entry)
         self._config = (id(self._backend.fn) if self._backend else None,
                         tuple(sorted((k, repr(v)) for k, v in self.options.items())), strict_native,
-                        self._follow_device)
+                        self._follow_device, dynamic)
         if isolate_recompiles:
             self._group = CacheGroup(self.name)
         else:

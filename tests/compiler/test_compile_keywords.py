@@ -288,3 +288,22 @@ def test_copies_of_compiled_modules_compile_afresh(backend):
     restored = pickle.loads(pickle.dumps(tp.compile(model, backend="eager")))
     assert isinstance(restored, CompiledModule)
     np.testing.assert_allclose(restored(x).detach().numpy(), model(x).detach().numpy())
+
+
+def test_a_dynamic_wrapper_does_not_reuse_a_static_wrappers_program():
+    seen = []
+
+    def backend(graph, example_inputs):
+        seen.append(graph.inputs[0].type.has_static_shape)
+        from tensorplay.dialects.tp.graph import interpret
+        return lambda *arrays: interpret(graph, arrays)
+
+    def f(x):
+        return (x * 2).sum(0)
+
+    static, dynamic = tp.compile(f, backend=backend), tp.compile(f, backend=backend, dynamic=True)
+    static(tp.ones(3, 4))
+    dynamic(tp.ones(3, 4))
+    assert seen == [True, False]  # the dynamic wrapper's first call captured a symbolic program
+    dynamic(tp.ones(5, 4))
+    assert seen == [True, False]  # which serves the next size
