@@ -15,10 +15,10 @@ import itertools
 from ...dialects.ir import arith, func, ir, scf, tensor
 from ...dialects.tp.ops.control import scan_layout
 from ...dialects.tp.registry import signature_of
-from ...dialects.tp.types import TensorType, is_static
+from ...dialects.tp.types import TensorType
 from . import LowerCtx, lowers
 from ._builder import filled, ranked
-from ._sizes import as_index, dim_value, index_const, sizes_of, split_sizes
+from ._sizes import as_index, index_const, sizes_of, split_sizes
 
 
 def _cast(value: ir.Value, want: ir.Type) -> ir.Value:
@@ -30,9 +30,10 @@ _FILLS = itertools.count()
 
 
 def _unique_fill(sizes: list, dtype) -> ir.Value:
-    """A fill of ``sizes`` with a number the last 250 such fills did not use (bools alternate)."""
+    """A fill of ``sizes`` with a number the last 100 such fills did not use (each exact in
+    every dtype; bools alternate)."""
     n = next(_FILLS)
-    return filled(sizes, dtype, bool(n % 2) if dtype.is_bool else 1 + n % 251)
+    return filled(sizes, dtype, bool(n % 2) if dtype.is_bool else 1 + n % 100)
 
 
 def _tie_shape(value: ir.Value, sizes: list) -> ir.Value:
@@ -42,10 +43,6 @@ def _tie_shape(value: ir.Value, sizes: list) -> ir.Value:
     if not dynamic:
         return value
     return ir.Operation.create("flow.tensor.tie_shape", results=[value.type], operands=[value, *dynamic]).results[0]
-
-
-def _slice_sizes(value: ir.Value, t: TensorType) -> list:
-    return [int(d) if is_static(d) else dim_value(value, i) for i, d in enumerate(t.shape)]
 
 
 @lowers("tp.scan", summary="`scf.for` over the steps carrying the carried values and the stacked outputs; "
@@ -109,7 +106,7 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
             state[nc:] = [_tie_shape(v, sizes) for v, sizes in zip(made.results, acc_sizes)]
         args = [_cast(c, t) for c, t in zip(state[:nc], in_types[:nc])]
         for x, xt, want in zip(xs, x_types, in_types[nc:nc + nx]):
-            sizes = [1] + _slice_sizes(x, xt)[1:]
+            sizes = [1] + sizes_of(x, xt)[1:]
             dynamic, static = split_sizes(sizes)
             offsets, s_offsets = split_sizes([step] + [0] * (xt.rank - 1))
             piece_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size() if not isinstance(s, int) else s
