@@ -18,7 +18,8 @@ _BODIES: dict[tuple, Graph] = {}
 def _body(h_type: TensorType, x_type: TensorType, w_type: TensorType, two: bool) -> Graph:
     """(h[, c], x, w) -> (tanh(h @ w + x)[, c + h'], 2 h'): one graph per signature."""
     key = (h_type, x_type, w_type, two)
-    body = _BODIES.get(key)
+    static = all(t.has_static_shape for t in key[:3])
+    body = _BODIES.get(key) if static else None  # (a capture rewrites its graphs' symbolic sizes)
     if body is None:
         dims = "x".join(str(d) for d in h_type.shape + x_type.shape)
         body = Graph(f"rnn_step_{h_type.dtype.name}_{dims}{'_2' if two else ''}")
@@ -29,7 +30,8 @@ def _body(h_type: TensorType, x_type: TensorType, w_type: TensorType, two: bool)
         new = body.add1("tp.tanh", [body.add1("tp.add", [body.add1("tp.matmul", [h, w]), x])])
         two_h = body.add1("tp.add", [new, new])
         body.set_outputs([new, body.add1("tp.add", [c, new]), two_h] if two else [new, two_h])
-        _BODIES[key] = body
+        if static:
+            _BODIES[key] = body
     return body
 
 

@@ -34,15 +34,13 @@ def scan_layout(n_operands: int, attrs: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Two sizes that may be equal: equal ints or expressions, or one unknown (``?``, in MLIR)
-    or symbolic against an int (a size the capture settled on one side only)."""
+    """Two sizes that may be equal: equal ints, expressions the sizes' oracle (a capture's shape
+    environment) finds equal, or sizes nothing can compare (``?`` in MLIR, or symbolic with no
+    oracle)."""
     if a is None or b is None:
         return True
-    if sym.is_symbolic(a) and sym.is_symbolic(b):
-        return a == b
-    if sym.is_symbolic(a) or sym.is_symbolic(b):
-        return True
-    return int(a) == int(b)
+    equal = sym.eq(a, b, "tp.scan: a loop value's sizes from step to step")
+    return equal is None or equal
 
 
 def _matches(t: TensorType, want: TensorType) -> bool:
