@@ -32,8 +32,8 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, *, rever
     from .compiler.capture import current_capture
     from .compiler.capture import pytree
 
-    x_leaves, _ = pytree.flatten(xs)
-    carry_leaves, _ = pytree.flatten(init)
+    x_leaves, x_tree = pytree.flatten(xs)
+    carry_leaves, carry_tree = pytree.flatten(init)
     for what, leaves in (("init", carry_leaves), ("xs", x_leaves)):
         for leaf in leaves:
             if not isinstance(leaf, Tensor):
@@ -52,17 +52,16 @@ def scan(fn: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, *, rever
         from .compiler.capture.regions import call_scan
 
         return call_scan(session, fn, init, xs, reverse)
-    return _loop(fn, init, xs, int(length), reverse)
+    return _loop(fn, init, carry_tree, x_leaves, x_tree, int(length), reverse)
 
 
-def _loop(fn: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length: int, reverse: bool) -> tuple[Any, Any]:
+def _loop(fn: Callable[[Any, Any], tuple[Any, Any]], init: Any, carry_tree: Any, x_leaves: list[Tensor],
+          x_tree: Any, length: int, reverse: bool) -> tuple[Any, Any]:
     from . import ops
     from .compiler.capture import pytree
 
     if length == 0:
         raise ValueError("scan: xs has length 0; eagerly the loop cannot know the shapes of ys without a step")
-    x_leaves, x_tree = pytree.flatten(xs)
-    _, carry_tree = pytree.flatten(init)
     carry = init
     ys: list[list[Tensor]] = []
     y_tree = None
@@ -73,8 +72,7 @@ def _loop(fn: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any, length:
         if not isinstance(result, tuple) or len(result) != 2:
             raise TypeError(f"scan: fn must return a pair (carry, y), got {type(result).__name__}")
         carry, y = result
-        new_leaves, new_tree = pytree.flatten(carry)
-        if new_tree != carry_tree:
+        if pytree.flatten(carry)[1] != carry_tree:
             raise TypeError("scan: fn returned a carry of another structure than init")
         y_leaves, y_tree = pytree.flatten(y)
         ys.append(y_leaves)

@@ -17,7 +17,7 @@ from ...dialects.tp.ops.control import scan_layout
 from ...dialects.tp.registry import signature_of
 from ...dialects.tp.types import TensorType
 from . import LowerCtx, lowers
-from ._builder import filled, ranked
+from ._builder import filled, ranked, tensor_type
 from ._sizes import as_index, index_const, sizes_of, split_sizes
 
 
@@ -69,7 +69,8 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
     # branch: the later steps update the buffer in place, with no copy).
     starts = carries
     carry_sizes = [sizes_of(c, t) for c, t in zip(carries, ctx.out_types[:nc])]
-    carries = [_cast(_unique_fill(sizes_of(c, t), t.dtype), c.type) for c, t in zip(carries, ctx.out_types[:nc])]
+    carries = [_cast(_unique_fill(sizes, t.dtype), c.type)
+               for c, sizes, t in zip(carries, carry_sizes, ctx.out_types[:nc])]
     # the stacked outputs' sizes: dim 0 the length, the rest the body's per-step sizes (read from
     # the op's result types where static or symbolic; the body's own otherwise)
     accs: list[ir.Value] = []
@@ -109,8 +110,7 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
             sizes = [1] + sizes_of(x, xt)[1:]
             dynamic, static = split_sizes(sizes)
             offsets, s_offsets = split_sizes([step] + [0] * (xt.rank - 1))
-            piece_type = ir.RankedTensorType.get([ir.ShapedType.get_dynamic_size() if not isinstance(s, int) else s
-                                                  for s in sizes[1:]], ir.RankedTensorType(want).element_type)
+            piece_type = tensor_type(sizes[1:], ir.RankedTensorType(want).element_type)
             piece = tensor.ExtractSliceOp(piece_type, x, offsets, dynamic, [], s_offsets, static,
                                           [1] * xt.rank).result
             args.append(_cast(piece, want))
@@ -122,8 +122,7 @@ def _scan(ctx: LowerCtx) -> list[ir.Value]:
         for acc, y, yt, known in zip(state[nc:], results[nc:], ctx.out_types[nc:], acc_sizes):
             per_step = TensorType(tuple(yt.shape[1:]), yt.dtype)
             sizes = [1] + list(known[1:])  # (not tensor.dim of the scf.if's result: IREE cannot resolve it)
-            y = _cast(y, ir.RankedTensorType.get([s if isinstance(s, int) else ir.ShapedType.get_dynamic_size()
-                                                  for s in sizes[1:]], ranked(per_step).element_type))
+            y = _cast(y, tensor_type(sizes[1:], ranked(per_step).element_type))
             dynamic, static = split_sizes(sizes)
             offsets, s_offsets = split_sizes([step] + [0] * per_step.rank)
             new_accs.append(tensor.InsertSliceOp(y, acc, offsets, dynamic, [], s_offsets, static,

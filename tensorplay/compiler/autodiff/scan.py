@@ -3,9 +3,10 @@
 The forward loop saves each step's incoming carried values as extra stacked outputs (the
 *saved carries*: memory of one carried state per step, never the body's intermediates): a
 captured loop whose inputs may need gradients does so from the start (``saving_body``);
-otherwise the rule runs the forward loop again to get them. The reverse loop's body recomputes one step of the forward body from its saved
-carry, slice and invariants, then applies the body's own backward (traced from the ops'
-gradient rules by :func:`~.joint.build_joint`). It carries the gradient of the carried values
+otherwise the rule runs the forward loop again to get them. The reverse loop's body
+recomputes one step of the forward body from its saved carry, slice and invariants, then
+applies the body's own backward (traced from the ops' gradient rules by
+:func:`~.joint.build_joint`). It carries the gradient of the carried values
 and the running sum of the invariants' gradients, and stacks the gradient of each slice. So
 a step's intermediates live only while its backward step runs: the backward costs about two
 forward steps per step, and memory grows with the length only by the saved carries.
@@ -92,7 +93,7 @@ def backward_body(body: Graph, nc: int, nx: int, fc: list[int], need_x: list[int
     for j, v in d_y.items():
         if nc + j in tangent_of:
             mapping[tangent_of[nc + j]] = v
-    for pos, tangent in tangent_of.items():  # an output whose gradient no argument brings: zero
+    for tangent in tangent_of.values():  # an output whose gradient no argument brings: zero
         if tangent not in mapping:
             mapping[tangent] = _zeros(bw, tangent.type)
     copy_nodes(bw, list(body.nodes) + list(joint.backward), mapping)

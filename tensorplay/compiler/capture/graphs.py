@@ -47,23 +47,13 @@ def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
         h.update(",".join("_" if v is None else ref[v] for v in node.inputs).encode())
         h.update(b")")
         if node.callee is not None:
-            key = callees.get(id(node.callee))
-            if key is None:
-                sub = hashlib.sha256()
-                _hash_graph(node.callee, sub, callees)
-                key = callees[id(node.callee)] = sub.hexdigest()
-            h.update(f"callee {key}".encode())
+            h.update(f"callee {_graph_key(node.callee, callees)}".encode())
         else:
             for name in sorted(node.attrs):
                 h.update(f"{name}=".encode())
                 value = node.attrs[name]
                 if isinstance(value, Graph):  # a loop body: its structure
-                    key = callees.get(id(value))
-                    if key is None:
-                        sub = hashlib.sha256()
-                        _hash_graph(value, sub, callees)
-                        key = callees[id(value)] = sub.hexdigest()
-                    h.update(f"body {key};".encode())
+                    h.update(f"body {_graph_key(value, callees)};".encode())
                 else:
                     _hash_attr(value, h)
         if node.stop_gradient:
@@ -72,6 +62,16 @@ def _hash_graph(graph: Graph, h: Any, callees: dict[int, str]) -> None:
             ref[r] = f"n{n}.{j}"
             h.update(f"-> {type_key(r.type)};".encode())
     h.update(("out " + ",".join(ref[v] for v in graph.outputs)).encode())
+
+
+def _graph_key(graph: Graph, keys: dict[int, str]) -> str:
+    """The structural digest of a called graph or loop body, computed once per graph."""
+    key = keys.get(id(graph))
+    if key is None:
+        sub = hashlib.sha256()
+        _hash_graph(graph, sub, keys)
+        key = keys[id(graph)] = sub.hexdigest()
+    return key
 
 
 def _hash_attr(value: Any, h: Any) -> None:
