@@ -12,6 +12,7 @@ from tensorplay import nn
 from tensorplay.compiler.capture.graphs import op_counts
 from tensorplay.compiler.errors import GraphCaptureError
 from tensorplay.dialects.tp.graph import interpret
+from tests.compiler.conftest import backend_param
 
 
 def _weights(seed=0, dtype=tp.float64):
@@ -349,7 +350,7 @@ def test_recurrent_layers_capture_one_loop_per_layer(mode):
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("backend", ["iree-cpu", pytest.param("iree-vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("backend", ["iree-cpu", backend_param("iree-vulkan")])
 def test_a_compiled_lstm_language_model_compiles_once(backend):
     tp.compiler.reset()
     tp.manual_seed(0)
@@ -366,7 +367,7 @@ def test_a_compiled_lstm_language_model_compiles_once(backend):
 
 
 @pytest.mark.iree
-@pytest.mark.parametrize("backend", ["iree-cpu", pytest.param("iree-vulkan", marks=pytest.mark.vulkan)])
+@pytest.mark.parametrize("backend", ["iree-cpu", backend_param("iree-vulkan")])
 def test_a_compiled_training_step_over_varying_lengths_matches_eager(backend):
     def train(compiled):
         tp.compiler.reset()
