@@ -37,6 +37,7 @@ __all__ = [
     # the storage interface: how every module outside the tensor core reads and replaces memory
     "has_memory", "held", "is_device", "array", "host_array", "device_array", "replace_array", "take_memory", "settle",
     "take_over", "hand_back", "version", "base", "root", "is_alias", "view_steps", "made_in", "mark_multi_view",
+    "note_write",
     # the aliasing machinery the tensor core (Tensor, _dispatch) uses
     "VIEW_OPS", "STORAGE_FIELDS", "Storage", "made", "sync", "write", "alias", "adopt", "forget", "shared",
     "rematerialize", "check_pending", "layout", "OVERLAP"]
@@ -725,3 +726,13 @@ def mark_multi_view(t: Any, index: int, node: str) -> None:
     """``t`` is output ``index`` of a view function returning several (``node``: its name),
     which PyTorch forbids modifying in place when it requires grad."""
     t._multi_view = (index, node)
+
+
+def note_write(t: Any) -> None:
+    """``t``'s host memory was written in place by code outside the tensor core (a collective
+    receiving into it): every alias sees the new values, and the version moves as for ``copy_``."""
+    st = t._st
+    if st is not None:
+        st.writes += 1
+        t._seen = st.writes
+    _counter(t)[0] += 1

@@ -373,14 +373,37 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
         slot[nr] = add_gradients(slot.get(nr), g)
     ready = [n for n in dict.fromkeys(node for (node, _), _ in edges) if deps.get(n, 0) == 0]
     captured: dict = {}
-    with set_grad_enabled(create_graph), autocast_suspended():  # gradients in the forward's dtypes
-        while ready:
-            node = ready.pop()
-            grads = buffers.pop(node, {})
-            _run_node(node, grads, captured, capture, accumulate, create_graph, buffers, deps, ready)
-            if not retain_graph:
-                node.release()
+    outer = not _backward_depth
+    _backward_depth.append(1)
+    try:
+        with set_grad_enabled(create_graph), autocast_suspended():  # gradients in the forward's dtypes
+            while ready:
+                node = ready.pop()
+                grads = buffers.pop(node, {})
+                _run_node(node, grads, captured, capture, accumulate, create_graph, buffers, deps, ready)
+                if not retain_graph:
+                    node.release()
+    finally:
+        _backward_depth.pop()
+        callbacks = list(_final_callbacks) if outer else []
+        if outer:
+            _final_callbacks.clear()
+    for callback in callbacks:  # queue_callback: after the whole backward pass, in order
+        callback()
     return captured
+
+
+_backward_depth: list = []  # run_backward calls in progress (a hook may call backward() again)
+_final_callbacks: list = []
+
+
+def queue_callback(callback: Callable[[], Any]) -> None:
+    """Run ``callback()`` once the backward pass now running has finished (PyTorch's
+    ``Variable._execution_engine.queue_callback``): DistributedDataParallel waits for its last
+    gradient buckets there."""
+    if not _backward_depth:
+        raise RuntimeError("queue_callback() can only be called while a backward pass runs (from a hook)")
+    _final_callbacks.append(callback)
 
 
 def _run_node(node: Any, grads: dict, captured: dict, capture: dict | None, accumulate: bool,

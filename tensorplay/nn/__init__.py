@@ -1,7 +1,7 @@
 """``tensorplay.nn``: modules, parameters, functional ops and initializers with
 PyTorch's names and behaviour."""
 
-from . import functional, init, modules, parameter, utils
+from . import functional, init, modules, parallel, parameter, utils
 from .modules import (
     CELU, ELU, GELU, GLU, SELU, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss, BCEWithLogitsLoss,
     Bilinear, Conv2d, CrossEntropyLoss, Dropout, Embedding, Flatten, GroupNorm, Hardsigmoid,

@@ -10,6 +10,7 @@ Vulkan buffers that the host cannot map are read through a staging buffer).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import io
 import logging
@@ -19,7 +20,7 @@ import sys
 import threading
 import weakref
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,23 @@ def driver_devices(driver: str) -> list[dict]:
         raise DriverUnavailable(name, _one_line(exc)) from None
 
 
+#: what makes IREE's runtime give a new device an MPI channel provider for in-program collectives
+#: (it then loads libmpi.so and calls MPI_Init itself)
+_MPI_MARKERS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPIEXEC_HOSTNAME")
+
+
+@contextlib.contextmanager
+def _without_mpi_environment() -> Iterator[None]:
+    """Hide a process's MPI launch variables while IREE makes a device: tensorplay's programs have
+    no collectives, and tensorplay.distributed runs MPI through mpi4py, so a second MPI
+    initialization by IREE would only fail (docs/distributed.md)."""
+    saved = {k: os.environ.pop(k) for k in _MPI_MARKERS if k in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
 def get_device(driver: str) -> Any:
     """The process-wide HAL device of ``driver`` (created on first use);
     :class:`DriverUnavailable` when the driver cannot load or has no usable device."""
@@ -135,7 +153,8 @@ def get_device(driver: str) -> Any:
         device = _devices.get(name)
         if device is None:
             try:
-                device = _rt().get_driver(name).create_default_device()
+                with _without_mpi_environment():
+                    device = _rt().get_driver(name).create_default_device()
             except (RuntimeError, ValueError, OSError) as exc:
                 raise DriverUnavailable(name, _one_line(exc), "has no usable device") from None
             _devices[name] = device

@@ -470,6 +470,13 @@ class Capture:
             if t._grad_fn is not None:
                 made.append(i)
             requires.append(i)
+        hooked = [sources[graph.inputs[i]] for i in requires if _has_grad_hooks(sources[graph.inputs[i]])]
+        if hooked:
+            # (DistributedDataParallel's all-reduce of gradient buckets is such a hook)
+            self.graph_break(f"backward() reaches {len(hooked)} tensor(s) with gradient hooks (register_hook, "
+                             f"register_post_accumulate_grad_hook, DistributedDataParallel): the hooks run eagerly "
+                             f"during the backward of the compiled forward")
+            return False
         roots = [self.value_of(t) for t in outputs]
         kept = list(graph.outputs)
         graph.set_outputs(roots)
@@ -1496,3 +1503,10 @@ def _alive(binding: Binding | None) -> bool:
     """Whether a binding still reaches a tensor after the call: an argument, or an attached
     tensor alive."""
     return isinstance(binding, ArgInput) or (isinstance(binding, AttachedInput) and binding.tensor is not None)
+
+
+def _has_grad_hooks(t: Tensor) -> bool:
+    """Whether leaf ``t`` has hooks on its gradient (``register_hook``,
+    ``register_post_accumulate_grad_hook``), which an in-graph backward could not run."""
+    acc = t.__dict__.get("_keep_acc")
+    return acc is not None and (bool(acc._hooks) or any(acc._pre_hooks.values()))

@@ -1,0 +1,5 @@
+"""``tensorplay.nn.parallel``: ``DistributedDataParallel`` (docs/distributed.md)."""
+
+from .distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]
