@@ -13,6 +13,7 @@ from .dataset import (
     TensorDataset,
     random_split,
 )
+from .distributed import DistributedSampler
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -24,8 +25,8 @@ from .sampler import (
 from .worker import get_worker_info
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
-    "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset", "SubsetRandomSampler",
-    "TensorDataset", "WeightedRandomSampler", "default_collate", "default_convert",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
+    "IterableDataset", "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset",
+    "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "default_collate", "default_convert",
     "get_worker_info", "random_split",
 ]
