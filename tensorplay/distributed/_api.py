@@ -33,7 +33,7 @@ __all__ = [
     "Backend", "DistBackendError", "DistError", "GroupMember", "ProcessGroup", "ReduceOp", "Work",
     "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
     "broadcast_object_list", "destroy_process_group", "gather", "get_backend", "get_local_rank",
-    "get_node_local_rank", "get_rank", "get_world_size", "group", "init_process_group", "irecv",
+    "get_default_backend_for_device", "get_node_local_rank", "get_rank", "get_world_size", "group", "init_process_group", "irecv",
     "is_available", "is_initialized", "is_mpi_available", "is_nccl_available", "is_torchelastic_launched",
     "isend", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor", "scatter", "send",
 ]
@@ -178,6 +178,13 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if name == "nccl":
         warnings.warn("backend='nccl': this build has no NCCL collectives; tensors on CUDA devices are "
                       "staged through host memory over MPI (docs/distributed.md)", stacklevel=2)
+
+
+def get_default_backend_for_device(device: Any) -> str:
+    """PyTorch's default backend name for a device (``"gloo"`` on the CPU, ``"nccl"`` on CUDA);
+    both run over MPI here."""
+    kind = str(getattr(device, "type", device)).split(":")[0]
+    return "nccl" if kind == "cuda" else "gloo"
 
 
 def _backend_name(backend: str | None) -> str:
@@ -362,7 +369,7 @@ def _check_call(pg: ProcessGroup, what: str, arrays: Sequence[np.ndarray], extra
     for i, a in enumerate(arrays[:3]):
         sig[2 + 2 * i], sig[3 + 2 * i] = a.size, _code(_DTYPES, a.dtype.name)
     out = np.empty((pg.size(), 8), np.int64)
-    Work(f"{what} (checking the ranks' arguments)", [pg.comm.Iallgather(sig, out)], None, pg).wait()
+    Work(what, [pg.comm.Iallgather(sig, out)], None, pg).wait()
     if (out == out[0]).all():
         return
     me = pg.rank()

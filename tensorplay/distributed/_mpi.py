@@ -42,9 +42,13 @@ def mpi() -> Any:
 class DistError(RuntimeError):
     """An error of the distributed package (``torch.distributed.DistError``)."""
 
+    __module__ = "tensorplay.distributed"
+
 
 class DistBackendError(DistError):
     """The communication backend failed or timed out (``torch.distributed.DistBackendError``)."""
+
+    __module__ = "tensorplay.distributed"
 
 
 class ReduceOp(enum.Enum):

@@ -172,7 +172,7 @@ class DistributedDataParallel(Module):
         for p in reversed(params):
             key = (str(p.dtype), str(p.device))
             dtype = reduce_dtype(np.dtype(p.dtype.np_dtype))
-            cap = _FIRST_BUCKET_BYTES if not buckets else self.bucket_bytes_cap
+            cap = min(_FIRST_BUCKET_BYTES, self.bucket_bytes_cap) if not buckets else self.bucket_bytes_cap
             nbytes = p.numel() * dtype.itemsize
             if key in current and sizes[key] + nbytes > cap:
                 buckets.append(_Bucket(len(buckets), current.pop(key), dtype))
@@ -202,6 +202,15 @@ class DistributedDataParallel(Module):
             yield
         finally:
             self.require_backward_grad_sync = old
+
+    def register_comm_hook(self, state: Any, hook: Any) -> None:
+        raise NotImplementedError("torch.nn.parallel.DistributedDataParallel.register_comm_hook has no tensorplay "
+                                  "counterpart: gradients are averaged by all-reduce (docs/distributed.md)")
+
+    def join(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("torch.nn.parallel.DistributedDataParallel.join (uneven inputs) has no tensorplay "
+                                  "counterpart: give every rank the same number of batches, e.g. with "
+                                  "DistributedSampler (docs/distributed.md)")
 
     def __getstate__(self) -> dict:
         raise TypeError("DistributedDataParallel cannot be pickled or deep-copied (it holds an MPI communicator); "
