@@ -92,6 +92,12 @@ def mpiexec_command(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         worker.append("-m")
     cmd += worker + [a.script] + list(a.args)
     env = dict(os.environ)
+    if nproc > 1:
+        # the ranks of a machine share its cores: each gets its part for BLAS/OpenMP and for
+        # IREE's CPU worker threads, unless the caller chose (torchrun sets OMP_NUM_THREADS=1)
+        share = str(max(1, (os.cpu_count() or 1) // nproc))
+        for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TENSORPLAY_CPU_THREADS"):
+            env.setdefault(key, share)
     env.update({"TENSORPLAY_DISTRIBUTED_LAUNCHED": "1", "MASTER_ADDR": a.master_addr,
                 "MASTER_PORT": str(a.master_port), "LOCAL_WORLD_SIZE": str(nproc),
                 "TENSORPLAY_DISTRIBUTED_PREFIX": "0" if a.no_prefix else "1"})

@@ -152,6 +152,12 @@ def get_device(driver: str) -> Any:
     with _lock:
         device = _devices.get(name)
         if device is None:
+            threads = os.environ.get("TENSORPLAY_CPU_THREADS", "")
+            if name == "local-task" and threads:
+                if not threads.isdigit() or int(threads) < 1:
+                    raise ValueError(f"TENSORPLAY_CPU_THREADS={threads!r}: expected a positive number of threads")
+                # the worker threads of IREE's CPU task executor (default: one per core)
+                _rt().flags.parse_flags(f"--task_topology_max_group_count={int(threads)}")
             try:
                 with _without_mpi_environment():
                     device = _rt().get_driver(name).create_default_device()
