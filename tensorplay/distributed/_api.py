@@ -646,7 +646,7 @@ def isend(tensor: Tensor, dst: int | None = None, group: Any = None, tag: int = 
     peer = _root(pg, dst, group_dst, what, "dst")
     if peer == pg.rank():
         raise ValueError(f"{what}: dst is this rank ({pg.ranks[peer]}); a rank cannot send to itself")
-    data = np.ascontiguousarray(_values(t, what)).copy()  # the caller may change tensor meanwhile
+    data = np.ascontiguousarray(_values(t, what))  # the tensor's memory (not to be changed before wait())
     req = pg.comm.Isend([byte_view(data), mpi().BYTE], dest=peer, tag=tag)
     return Work(what, [req], None, pg)
 

@@ -70,7 +70,7 @@ def _find_mpiexec(explicit: str | None) -> str:
 def mpiexec_command(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     """The ``mpiexec`` command line and environment that ``main(argv)`` runs."""
     a = _parser().parse_args(argv)
-    nproc = os.cpu_count() or 1 if a.nproc_per_node in ("cpu", "auto") else int(a.nproc_per_node)
+    nproc = (os.cpu_count() or 1) if a.nproc_per_node in ("cpu", "auto") else int(a.nproc_per_node)
     nnodes = int(str(a.nnodes).split(":")[-1])
     if nproc < 1 or nnodes < 1:
         raise SystemExit(f"--nproc-per-node and --nnodes must be at least 1 (got {a.nproc_per_node}, {a.nnodes})")

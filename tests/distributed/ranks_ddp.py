@@ -147,6 +147,33 @@ except RuntimeError as exc:
 else:
     raise AssertionError("a parameter without gradient went unnoticed")
 
+# a backward that fails half-way (after some gradient hooks ran) leaves no stale state behind:
+# the next backward is averaged as usual
+model = fresh()
+ddp = DDP(model)
+ref = Net()
+ref.load_state_dict({k: v.clone() for k, v in model.state_dict().items()})
+x, y = tp.tensor(X[1]), tp.tensor(Y[1])
+h = model.a(x[lo:hi])
+
+
+def boom(g):
+    raise ArithmeticError("a hook fails")
+
+
+h.register_hook(boom)
+try:
+    (model.head(tp.tanh(model.b(tp.relu(h)))).sum()).backward()
+except ArithmeticError:
+    pass
+else:
+    raise AssertionError("the failing hook did not run")
+model.zero_grad()
+local_loss(ddp, x, y).backward()
+F.cross_entropy(ref(x), y).backward()
+for (k, p), q in zip(model.named_parameters(), ref.parameters()):
+    close(p.grad.numpy(), q.grad.numpy(), f"after a failed backward: gradient of {k}")
+
 # fullgraph=True: the hooks cannot run inside one program; the error says so
 model = fresh()
 ddp = DDP(model)

@@ -221,12 +221,13 @@ class DistributedDataParallel(Module):
     def _grad_ready(self, p: Tensor) -> None:
         if not self.require_backward_grad_sync:
             return
-        if not self._in_backward:
-            from ...autograd.engine import queue_callback
+        from ...autograd import engine
 
+        # the first hook of a backward pass (or of one after a pass that failed before its end)
+        if not self._in_backward or self._finish_backward not in engine._final_callbacks:
             self._reset()
             object.__setattr__(self, "_in_backward", True)
-            queue_callback(self._finish_backward)
+            engine.queue_callback(self._finish_backward)
         b, k = self._where[id(p)]
         grad = p.grad
         if grad is not None:
