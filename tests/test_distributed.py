@@ -55,24 +55,27 @@ def _alive(marker: str) -> list[str]:
     return found
 
 
+def passes_on_every_rank(script: str, nproc: int, word: str, *args: str) -> None:
+    """``script`` on ``nproc`` ranks exits 0 and every rank printed ``<word> ok``."""
+    p = launch(script, nproc, *args)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for k in range(nproc):
+        assert f"[rank{k}]: {word} ok" in p.stdout, p.stdout + p.stderr
+
+
 @needs_mpi
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_every_collective_and_dtype_against_numpy(nproc):
-    p = launch("ranks_collectives.py", nproc)
-    assert p.returncode == 0, p.stdout + p.stderr
-    for k in range(nproc):
-        assert f"[rank{k}]: collectives ok" in p.stdout, p.stdout + p.stderr
+    passes_on_every_rank("ranks_collectives.py", nproc, "collectives")
 
 
 @needs_mpi
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_ddp_trains_as_one_process_on_the_whole_batches(nproc):
     # SGD with momentum and AdamW; eager, tp.compile(ddp) and a compiled whole step; no_sync,
-    # find_unused_parameters, several buckets; with 3 ranks the batch of 10 splits 4/3/3
-    p = launch("ranks_ddp.py", nproc)
-    assert p.returncode == 0, p.stdout + p.stderr
-    for k in range(nproc):
-        assert f"[rank{k}]: ddp ok" in p.stdout, p.stdout + p.stderr
+    # find_unused_parameters, several buckets, a failed backward; with 3 ranks the batch of 10
+    # splits 4/3/3
+    passes_on_every_rank("ranks_ddp.py", nproc, "ddp")
 
 
 def _vulkan():
@@ -84,9 +87,7 @@ def _vulkan():
 @pytest.mark.vulkan
 @pytest.mark.parametrize("device", [_vulkan()])
 def test_device_tensors_take_part_through_the_host(device):
-    p = launch("ranks_device.py", 2, device)
-    assert p.returncode == 0, p.stdout + p.stderr
-    assert "[rank0]: device ok" in p.stdout and "[rank1]: device ok" in p.stdout, p.stdout + p.stderr
+    passes_on_every_rank("ranks_device.py", 2, "device", device)
 
 
 @needs_mpi

@@ -585,12 +585,8 @@ def gather(tensor: Tensor, gather_list: list | None = None, dst: int | None = No
     pg = _group(group)
     if pg is None:
         return None
-    root = _root(pg, dst, group_dst, what, "dst")
-    mine = pg.rank() == root
-    if mine:
-        outs = _tensor_list(gather_list, pg.size(), t, what, "gather_list")
-    elif gather_list:
-        raise ValueError(f"{what}: gather_list must be None or empty on ranks other than dst ({pg.ranks[root]})")
+    root, outs = _rooted_list(pg, dst, group_dst, gather_list, t, what, "dst", "gather_list")
+    mine = outs is not None
     data = np.ascontiguousarray(_values(t, what))
     _check_call(pg, what, [data], extra=root)
     gathered = np.empty((pg.size(),) + data.shape, data.dtype) if mine else None
@@ -613,13 +609,10 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int | None = 
     pg = _group(group)
     if pg is None:
         return None
-    root = _root(pg, src, group_src, what, "src")
-    mine = pg.rank() == root
+    root, parts = _rooted_list(pg, src, group_src, scatter_list, t, what, "src", "scatter_list")
+    mine = parts is not None
     if mine:
-        parts = _tensor_list(scatter_list, pg.size(), t, what, "scatter_list")
         send = np.stack([np.ascontiguousarray(_values(p, what)) for p in parts])
-    elif scatter_list:
-        raise ValueError(f"{what}: scatter_list must be None or empty on ranks other than src ({pg.ranks[root]})")
     buf, own = _own_buffer(t, what)
     _check_call(pg, what, [buf], extra=root)
     sendspec = [byte_view(send), mpi().BYTE] if mine else None
@@ -747,6 +740,19 @@ def _root(pg: ProcessGroup, rank: int | None, group_rank: int | None, what: str,
             raise ValueError(f"{what}: dst is required")
         rank = 0
     return pg.group_rank(int(rank), f"{what}({name}={rank})")
+
+
+def _rooted_list(pg: ProcessGroup, rank: int | None, group_rank: int | None, tensors: Any, like: Tensor, what: str,
+                 root_name: str, list_name: str) -> tuple[int, list | None]:
+    """The root's group rank of ``gather``/``scatter``, and its list of tensors (None on the
+    other ranks, which must pass none)."""
+    root = _root(pg, rank, group_rank, what, root_name)
+    if pg.rank() == root:
+        return root, _tensor_list(tensors, pg.size(), like, what, list_name)
+    if tensors:
+        raise ValueError(f"{what}: {list_name} must be None or empty on ranks other than {root_name} "
+                         f"({pg.ranks[root]})")
+    return root, None
 
 
 def _tensor_list(tensors: Any, n: int, like: Tensor, what: str, name: str) -> list:
