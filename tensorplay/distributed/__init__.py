@@ -19,6 +19,8 @@ from ._api import (
     all_gather_into_tensor,
     all_gather_object,
     all_reduce,
+    all_to_all,
+    all_to_all_single,
     barrier,
     broadcast,
     broadcast_object_list,
@@ -51,8 +53,8 @@ from ._api import (
 
 __all__ = [
     "Backend", "DistBackendError", "DistError", "GroupMember", "ProcessGroup", "ReduceOp", "Work",
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
-    "broadcast_object_list", "default_pg_timeout", "destroy_process_group", "gather", "get_backend", "get_default_backend_for_device",
+    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all", "all_to_all_single",
+    "barrier", "broadcast", "broadcast_object_list", "default_pg_timeout", "destroy_process_group", "gather", "get_backend", "get_default_backend_for_device",
     "get_local_rank", "get_node_local_rank", "get_rank", "get_world_size", "group", "init_process_group",
     "irecv", "is_available", "is_initialized", "is_mpi_available", "is_nccl_available",
     "is_torchelastic_launched", "isend", "new_group", "recv", "reduce", "reduce_scatter",

@@ -31,7 +31,7 @@ from ._mpi import _mpi_op
 
 __all__ = [
     "Backend", "DistBackendError", "DistError", "GroupMember", "ProcessGroup", "ReduceOp", "Work",
-    "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
+    "all_to_all", "all_to_all_single", "all_gather", "all_gather_into_tensor", "all_gather_object", "all_reduce", "barrier", "broadcast",
     "broadcast_object_list", "destroy_process_group", "gather", "get_backend", "get_local_rank",
     "get_default_backend_for_device", "get_node_local_rank", "get_rank", "get_world_size", "group", "init_process_group", "irecv",
     "is_available", "is_initialized", "is_mpi_available", "is_nccl_available", "is_torchelastic_launched",
@@ -349,7 +349,7 @@ def _wrote(t: Tensor, array: np.ndarray, own: bool) -> None:
 
 
 _KINDS = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
-          "gather", "scatter")
+          "gather", "scatter", "all_to_all_single", "all_to_all")
 _DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
            "complex64", "complex128")
 
@@ -618,6 +618,83 @@ def scatter(tensor: Tensor, scatter_list: list | None = None, src: int | None = 
     sendspec = [byte_view(send), mpi().BYTE] if mine else None
     req = pg.comm.Iscatter(sendspec, [byte_view(buf), mpi().BYTE], root=root) if buf.size else mpi().REQUEST_NULL
     return _start(what, pg, [req], lambda: _wrote(t, buf, own), async_op)
+
+
+def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: Sequence[int] | None = None,  # noqa: A002
+                      input_split_sizes: Sequence[int] | None = None, group: Any = None, async_op: bool = False) -> Any:
+    """Rank ``r`` sends the ``j``-th block of ``input``'s first dimension to rank ``j`` and
+    receives rank ``j``'s ``r``-th block as the ``j``-th block of ``output``; the split sizes
+    (rows per rank) default to equal blocks."""
+    what = "all_to_all_single"
+    out = _tensor(output, what, "output")
+    inp = _tensor(input, what, "input")
+    pg = _group(group)
+    if pg is None:
+        return None
+    _same_dtype(out, inp, what)
+    n = pg.size()
+    data = np.ascontiguousarray(_values(inp, what))
+    buf, own = _own_buffer(out, what)
+    row_in = data[0].nbytes if data.ndim and data.shape[0] else 0
+    row_out = buf[0].nbytes if buf.ndim and buf.shape[0] else 0
+    send = _splits(input_split_sizes, data, n, what, "input")
+    recv = _splits(output_split_sizes, buf, n, what, "output")
+    _check_call(pg, what, [data[:0] if data.ndim else data], extra=int(data[0].size) if data.ndim and data.shape[0] else -1)
+    counts_in = [k * row_in for k in send]
+    counts_out = [k * row_out for k in recv]
+    req = pg.comm.Ialltoallv([byte_view(data), (counts_in, _offsets(counts_in)), mpi().BYTE],
+                             [byte_view(buf), (counts_out, _offsets(counts_out)), mpi().BYTE])
+    return _start(what, pg, [req], lambda: _wrote(out, buf, own), async_op)
+
+
+def all_to_all(output_tensor_list: list, input_tensor_list: list, group: Any = None, async_op: bool = False) -> Any:
+    """Rank ``r`` sends ``input_tensor_list[j]`` to rank ``j`` and receives rank ``j``'s
+    ``input_tensor_list[r]`` into ``output_tensor_list[j]`` (the tensors may differ in size)."""
+    what = "all_to_all"
+    pg = _group(group)
+    if pg is None:
+        return None
+    n = pg.size()
+    for name, lst in (("output_tensor_list", output_tensor_list), ("input_tensor_list", input_tensor_list)):
+        if not isinstance(lst, (list, tuple)) or len(lst) != n:
+            raise ValueError(f"{what}: {name} must be a list of {n} tensors (one per rank)")
+    ins = [np.ascontiguousarray(_values(_tensor(t, what, f"input_tensor_list[{j}]"), what)) for j, t in
+           enumerate(input_tensor_list)]
+    outs = [_tensor(t, what, f"output_tensor_list[{j}]") for j, t in enumerate(output_tensor_list)]
+    for t in outs:
+        _same_dtype(t, input_tensor_list[0], what)
+    send = np.concatenate([byte_view(a) for a in ins]) if ins else np.empty(0, np.uint8)
+    counts_in = [a.nbytes for a in ins]
+    counts_out = [t.numel() * np.dtype(t.dtype.np_dtype).itemsize for t in outs]
+    recv = np.empty(sum(counts_out), np.uint8)
+    _check_call(pg, what, [])
+    req = pg.comm.Ialltoallv([send, (counts_in, _offsets(counts_in)), mpi().BYTE],
+                             [recv, (counts_out, _offsets(counts_out)), mpi().BYTE])
+
+    def finish() -> None:
+        for t, start, size in zip(outs, _offsets(counts_out), counts_out):
+            part = recv[start:start + size].view(np.dtype(t.dtype.np_dtype)).reshape(tuple(t.shape))
+            _copy_into(t, part, what)
+
+    return _start(what, pg, [req], finish, async_op)
+
+
+def _splits(sizes: Sequence[int] | None, array: np.ndarray, n: int, what: str, name: str) -> list[int]:
+    rows = array.shape[0] if array.ndim else 1
+    if sizes is None:
+        if rows % n:
+            raise ValueError(f"{what}: {name} has {rows} rows, which do not split into {n} equal blocks; pass "
+                             f"{name}_split_sizes")
+        return [rows // n] * n
+    sizes = [int(k) for k in sizes]
+    if len(sizes) != n or sum(sizes) != rows or min(sizes) < 0:
+        raise ValueError(f"{what}: {name}_split_sizes {sizes} must be {n} non-negative sizes summing to {name}'s "
+                         f"{rows} rows")
+    return sizes
+
+
+def _offsets(counts: Sequence[int]) -> list[int]:
+    return [int(v) for v in np.concatenate([[0], np.cumsum(counts)[:-1]])] if counts else []
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Any:

@@ -88,6 +88,22 @@ for dtype in DTYPES:
         dist.reduce_scatter(out, [tp.tensor(b, dtype=dtype) for b in np.split(big, n)], op=ReduceOp.MAX)
         expect(out, np.max(inputs, axis=0)[2 * r:2 * r + 2], f"reduce_scatter {dtype}")
 
+# all_to_all_single: equal blocks, then uneven splits (rank r sends j+1 rows to rank j, each row
+# holding (sender, receiver, k)); all_to_all with tensors of different sizes
+for dtype in (tp.float32, tp.int64, tp.bfloat16):
+    inp = tp.tensor(np.array([[r * 10 + j] * 2 for j in range(n) for _ in range(2)]), dtype=dtype)
+    out = tp.zeros(2 * n, 2, dtype=dtype)
+    dist.all_to_all_single(out, inp)
+    expect(out, np.array([[j * 10 + r] * 2 for j in range(n) for _ in range(2)]), f"all_to_all_single {dtype}")
+rows = [[r, j, k] for j in range(n) for k in range(j + 1)]
+out = tp.zeros(n * (r + 1), 3, dtype=tp.int64)
+dist.all_to_all_single(out, tp.tensor(rows), output_split_sizes=[r + 1] * n, input_split_sizes=list(range(1, n + 1)))
+expect(out, [[j, r, k] for j in range(n) for k in range(r + 1)], "all_to_all_single with split sizes")
+outs = [tp.zeros(r + 1, dtype=tp.float64) for _ in range(n)]
+dist.all_to_all(outs, [tp.full((j + 1,), float(10 * r + j), dtype=tp.float64) for j in range(n)])
+for j in range(n):
+    expect(outs[j], np.full(r + 1, 10 * j + r), "all_to_all")
+
 # in place through views: the base sees a column reduced, a non-contiguous view is staged
 base = tp.zeros(4, 3)
 col = base[:, 1]
