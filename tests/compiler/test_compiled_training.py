@@ -546,3 +546,40 @@ def test_a_grad_changed_between_calls_recompiles_where_the_program_depends_on_it
     got, run = _run_ordered(order, "optimizer", set_to_none, compiled=True, between=between)
     _same_steps(got, want)
     assert run.compile_count == compiles
+
+
+def test_a_compiled_step_runs_the_gradient_hooks_of_its_parameters():
+    # an in-graph backward cannot run Python hooks: a backward reaching a parameter with a
+    # register_hook or post-accumulate hook breaks the graph there, and the hooks run as in eager
+    def make():
+        tp.manual_seed(0)
+        m = tp.nn.Linear(4, 3)
+        m.weight.register_hook(lambda g: g * 10)
+        seen = []
+        m.bias.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.clone()))
+        return m, seen
+
+    x = tp.randn(5, 4)
+
+    def step(m, opt, x):
+        opt.zero_grad()
+        loss = m(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    eager, seen_eager = make()
+    opt_e = tp.optim.SGD(eager.parameters(), lr=0.1)
+    for _ in range(2):
+        step(eager, opt_e, x)
+    compiled, seen_compiled = make()
+    opt_c = tp.optim.SGD(compiled.parameters(), lr=0.1)
+    fn = tp.compile(step)
+    for _ in range(2):
+        fn(compiled, opt_c, x)
+    np.testing.assert_allclose(compiled.weight.detach().numpy(), eager.weight.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(compiled.bias.detach().numpy(), eager.bias.detach().numpy(), rtol=1e-6, atol=1e-7)
+    assert len(seen_compiled) == len(seen_eager) == 2
+    m, _ = make()
+    with pytest.raises(tp.compiler.GraphCaptureError, match="gradient hooks"):
+        tp.compile(step, fullgraph=True)(m, tp.optim.SGD(m.parameters(), lr=0.1), x)
