@@ -37,7 +37,8 @@ def launch(script: str, nproc: int, *args: str, timeout: float = 300, runner: bo
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     target = ["-m", "tensorplay.run", str(HERE / script)] if runner else [str(HERE / script)]
     return subprocess.run([sys.executable, "-m", "tensorplay.distributed.run", "--nproc-per-node", str(nproc),
-                           *target, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+                           *target, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+                          stdin=subprocess.DEVNULL)
 
 
 def _alive(marker: str) -> list[str]:
@@ -139,6 +140,15 @@ def test_a_pytorch_ddp_script_runs_unchanged_and_matches_pytorch():
         assert losses_printed[epoch] == pytest.approx(want, rel=1e-6), (epoch, p.stdout)
     got = np.array([float(v) for v in weight_printed])
     np.testing.assert_allclose(got, lin.weight.detach().numpy().ravel(), rtol=1e-6, atol=1e-7)
+
+
+@needs_mpi
+def test_the_launcher_does_not_hand_piped_input_to_the_ranks():
+    # MPI's launcher forwards stdin to rank 0 and fails when rank 0 does not read it ("process
+    # reading stdin too slowly"): a launcher run in a pipeline or by CI must not pass it on
+    p = subprocess.run([sys.executable, "-m", "tensorplay.distributed.run", "--nproc-per-node", "2", "--no-python",
+                        "sleep", "1"], input="x" * (1 << 22), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_collectives_need_a_process_group():

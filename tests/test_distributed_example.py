@@ -44,7 +44,7 @@ def test_two_ranks_follow_one_process_on_the_same_global_batches(tmp_path, compi
         cmd += ["--compile", compile_mode]
     # one BLAS thread per rank: two ranks on a two-core machine
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env,
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL,
                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "[rank1]:" not in proc.stdout  # only rank 0 prints

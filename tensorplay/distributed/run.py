@@ -106,8 +106,11 @@ def mpiexec_command(argv: list[str]) -> tuple[list[str], dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     cmd, env = mpiexec_command(sys.argv[1:] if argv is None else argv)
+    # MPI's launcher forwards its standard input to rank 0 and fails when that input comes faster
+    # than rank 0 reads it: only a terminal (a user typing to rank 0, pdb) is passed on
+    stdin = None if sys.stdin is not None and sys.stdin.isatty() else subprocess.DEVNULL
     try:
-        proc = subprocess.run(cmd, env=env)
+        proc = subprocess.run(cmd, env=env, stdin=stdin)
     except KeyboardInterrupt:
         return 130
     if proc.returncode != 0:
