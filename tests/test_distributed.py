@@ -7,7 +7,6 @@ single-process reference itself and prints a line when all passed."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,12 +21,7 @@ HERE = Path(__file__).parent / "distributed"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _mpiexec() -> str | None:
-    here = Path(sys.executable).parent / "mpiexec"
-    return str(here) if here.exists() else shutil.which("mpiexec")
-
-
-needs_mpi = pytest.mark.skipif(not dist.is_available() or _mpiexec() is None,
+needs_mpi = pytest.mark.skipif(not dist.is_available() or run.find_mpiexec() is None,
                                reason="tensorplay.distributed needs mpi4py and mpiexec: pip install "
                                       "\"tensorplay[distributed]\"")
 

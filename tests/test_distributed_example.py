@@ -4,7 +4,6 @@
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -17,17 +16,13 @@ STEPS = 3
 BATCH = 7  # uneven on purpose: rank 0 takes rows 0-3, rank 1 rows 4-6
 
 
-def _mpiexec():
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return here if os.path.exists(here) else shutil.which("mpiexec")
-
-
 def _skip_without_mpi():
     from tensorplay import distributed as dist
+    from tensorplay.distributed.run import find_mpiexec
 
     if not dist.is_available():
         pytest.skip("tensorplay.distributed is not available here (no mpi4py)")
-    if _mpiexec() is None:
+    if find_mpiexec() is None:
         pytest.skip("no mpiexec next to this Python or on PATH")
 
 

@@ -318,10 +318,15 @@ def _tensor(t: Any, what: str, name: str = "tensor") -> Tensor:
     return t
 
 
+def _materialize(t: Tensor, what: str) -> None:
+    """A tensor a compiled function is capturing gets its value: a graph break here."""
+    if not _views.has_memory(t):
+        t._concrete(what)
+
+
 def _values(t: Tensor, what: str) -> np.ndarray:
     """``t``'s current values as a host array (its own memory when it lives on the host)."""
-    if not _views.has_memory(t):
-        t._concrete(what)  # a tensor a compiled function is capturing: a graph break here
+    _materialize(t, what)
     data = _views.host_array(t)
     if data is None:
         data = t._concrete(what)  # a device tensor: a host copy
@@ -330,7 +335,7 @@ def _values(t: Tensor, what: str) -> np.ndarray:
 
 def _own_buffer(t: Tensor, what: str) -> tuple[np.ndarray, bool]:
     """The host array a collective may write ``t``'s result into, and whether it is ``t``'s
-    own memory (False: a contiguous copy, written back by :func:`_write_back`)."""
+    own memory (False: a contiguous copy, written back by :func:`_wrote`)."""
     data = _values(t, what)
     if (data.flags.c_contiguous and data.flags.writeable and _views.host_array(t) is data
             and data.dtype.kind != "V"):
@@ -339,13 +344,40 @@ def _own_buffer(t: Tensor, what: str) -> tuple[np.ndarray, bool]:
 
 
 def _wrote(t: Tensor, array: np.ndarray, own: bool) -> None:
-    """A collective left ``t``'s new values in ``array``."""
+    """A collective left ``t``'s new values in ``array`` (``own``: ``t``'s memory itself)."""
     if own:
         note_host_write(array)
         _views.note_write(t)
+    else:
+        store(t, array)
+
+
+def store(t: Tensor, values: np.ndarray) -> None:
+    """``t``'s memory takes ``values`` in place: its views see them and its version moves, as
+    for ``copy_``. A writable host array is written directly; a device tensor (or a bfloat16
+    one) through ``copy_``."""
+    host = _views.host_array(t)
+    if host is not None and host.flags.writeable and host.dtype.kind != "V":
+        np.copyto(host, values.reshape(host.shape), casting="unsafe")
+        _wrote(t, host, True)
         return
     with no_grad():
-        t.copy_(Tensor._wrap(np.asarray(array).reshape(tuple(t.shape))))
+        t.copy_(Tensor._wrap(np.asarray(values).astype(t.dtype.np_dtype, copy=False).reshape(tuple(t.shape))))
+
+
+def _reduced(op: ReduceOp, red: np.ndarray, buf: np.ndarray, staged: bool, t: Tensor, own: bool,
+             n: int) -> Callable[[], None]:
+    """The end of a reduction into ``red``: divided by the ranks ``n`` for AVG, rounded back into
+    ``buf`` when it was reduced in float32, and written into ``t``."""
+
+    def finish() -> None:
+        if op is ReduceOp.AVG:
+            _divide(red, n)
+        if staged:
+            np.copyto(buf, red, casting="unsafe")
+        _wrote(t, buf, own)
+
+    return finish
 
 
 _KINDS = ("all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
@@ -424,15 +456,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: Any = None, a
     _check_call(pg, what, [buf], extra=list(ReduceOp).index(op))
     MPI = mpi()
     req = pg.comm.Iallreduce(MPI.IN_PLACE, mpi_buffer(red), mop) if red.size else MPI.REQUEST_NULL
-
-    def finish() -> None:
-        if op is ReduceOp.AVG:
-            _divide(red, pg.size())
-        if staged:
-            np.copyto(buf, red, casting="unsafe")
-        _wrote(t, buf, own)
-
-    return _start(what, pg, [req], finish, async_op)
+    return _start(what, pg, [req], _reduced(op, red, buf, staged, t, own, pg.size()), async_op)
 
 
 def reduce(tensor: Tensor, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, group: Any = None,
@@ -458,16 +482,7 @@ def reduce(tensor: Tensor, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, 
     else:
         scratch = red.copy()
         req = pg.comm.Ireduce(mpi_buffer(scratch), None, mop, root=root)
-
-    def finish() -> None:
-        if not mine:
-            return
-        if op is ReduceOp.AVG:
-            _divide(red, pg.size())
-        if staged:
-            np.copyto(buf, red, casting="unsafe")
-        _wrote(t, buf, own)
-
+    finish = _reduced(op, red, buf, staged, t, own, pg.size()) if mine else None  # others keep theirs
     return _start(what, pg, [req], finish, async_op)
 
 
@@ -553,15 +568,7 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
     _check_call(pg, what, [data], extra=list(ReduceOp).index(op))
     req = (pg.comm.Ireduce_scatter_block(mpi_buffer(red_in), mpi_buffer(red_out), mop)
            if buf.size else mpi().REQUEST_NULL)
-
-    def finish() -> None:
-        if op is ReduceOp.AVG:
-            _divide(red_out, pg.size())
-        if staged:
-            np.copyto(buf, red_out, casting="unsafe")
-        _wrote(out, buf, own)
-
-    return _start(what, pg, [req], finish, async_op)
+    return _start(what, pg, [req], _reduced(op, red_out, buf, staged, out, own, pg.size()), async_op)
 
 
 def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM, group: Any = None,
@@ -850,6 +857,5 @@ def _same_dtype(a: Tensor, b: Tensor, what: str) -> None:
 
 
 def _copy_into(out: Tensor, part: np.ndarray, what: str) -> None:
-    buf, own = _own_buffer(out, what)
-    np.copyto(buf, part.reshape(buf.shape))
-    _wrote(out, buf, own)
+    _materialize(out, what)
+    store(out, part)

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 
-__all__ = ["main", "mpiexec_command"]
+__all__ = ["find_mpiexec", "main", "mpiexec_command"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,13 +53,17 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def find_mpiexec() -> str | None:
+    """The MPI launcher the ranks start with: the ``mpiexec`` next to this Python (the mpich
+    wheel's, in a virtual environment), else the one on ``PATH``; None when there is none."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else shutil.which("mpiexec")
+
+
 def _find_mpiexec(explicit: str | None) -> str:
     if explicit:
         return explicit
-    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    if os.path.exists(here):
-        return here
-    found = shutil.which("mpiexec")
+    found = find_mpiexec()
     if found is None:
         raise SystemExit("python -m tensorplay.distributed.run: no mpiexec found; install an MPI with "
                          "pip install \"tensorplay[distributed]\" (the mpich wheel brings mpiexec) or your "

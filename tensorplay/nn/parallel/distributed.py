@@ -24,10 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from ... import _views
+from ... import distributed as dist
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
-from ...runtime.storage import aligned_copy, note_host_write
+from ...autograd import engine
+from ...distributed import _api
+from ...distributed._mpi import Work, mpi, reduce_dtype
+from ...runtime.storage import aligned_copy
 from ..modules.module import Module
 
 __all__ = ["DistributedDataParallel"]
@@ -70,9 +73,6 @@ class DistributedDataParallel(Module):
                  static_graph: bool = False, delay_all_reduce_named_params: Any = None,
                  param_to_hook_all_reduce: Any = None, mixed_precision: Any = None, device_mesh: Any = None):
         super().__init__()
-        from ... import distributed as dist
-        from ...distributed import _api
-
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel wraps a tensorplay.nn.Module, got {type(module).__name__}")
         if not dist.is_initialized():
@@ -128,8 +128,6 @@ class DistributedDataParallel(Module):
     # --- construction ----------------------------------------------------------------------------------------------
 
     def _verify_shapes(self, named: list) -> None:
-        from ...distributed import _api
-
         mine = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
         everyone = [None] * self._pg.size()
         _api.all_gather_object(everyone, mine, group=self._pg)
@@ -146,8 +144,6 @@ class DistributedDataParallel(Module):
         """Rank 0's values into every rank's ``tensors``, one broadcast per dtype."""
         if self._pg.size() == 1:
             return
-        from ...distributed import _api
-
         by_dtype: dict[str, list] = {}
         for t in tensors:
             by_dtype.setdefault(str(t.dtype), []).append(t)
@@ -160,12 +156,10 @@ class DistributedDataParallel(Module):
                 start = 0
                 for t in group:
                     n = t.numel()
-                    _write(t, flat[start:start + n].reshape(tuple(t.shape)))
+                    _api.store(t, flat[start:start + n])
                     start += n
 
     def _make_buckets(self, params: list) -> list:
-        from ...distributed._mpi import reduce_dtype
-
         buckets: list[_Bucket] = []
         current: dict[Any, list] = {}
         sizes: dict[Any, int] = {}
@@ -221,8 +215,6 @@ class DistributedDataParallel(Module):
     def _grad_ready(self, p: Tensor) -> None:
         if not self.require_backward_grad_sync:
             return
-        from ...autograd import engine
-
         # the first hook of a backward pass (or of one after a pass that failed before its end)
         if not self._in_backward or self._finish_backward not in engine._final_callbacks:
             self._reset()
@@ -231,8 +223,6 @@ class DistributedDataParallel(Module):
         b, k = self._where[id(p)]
         grad = p.grad
         if grad is not None:
-            from ...distributed import _api
-
             np.copyto(b.slot(k), np.asarray(_api._values(grad, "DistributedDataParallel")).reshape(-1),
                       casting="unsafe")
             b.used[k] = 1
@@ -253,24 +243,19 @@ class DistributedDataParallel(Module):
     def _launch(self) -> None:
         """Start the all-reduce of every full bucket whose predecessors have started (the same
         order on every rank)."""
-        from ...distributed import _api
-
         while self._next < len(self._buckets) and self._buckets[self._next].ready.all():
             b = self._buckets[self._next]
             if self._pg.size() > 1 and b.flat.size:
-                b.work = self._pg.comm.Iallreduce(_api.mpi().IN_PLACE, _api.mpi_buffer(b.flat), _api.mpi().SUM)
+                b.work = self._pg.comm.Iallreduce(mpi().IN_PLACE, _api.mpi_buffer(b.flat), mpi().SUM)
             object.__setattr__(self, "_next", self._next + 1)
 
     def _progress(self) -> None:
         """Let MPI move the buckets in flight (its progress happens inside MPI calls)."""
         live = [b.work for b in self._buckets if b.work is not None]
         if live:
-            _api_mpi().Request.Testall(live)
+            mpi().Request.Testall(live)
 
     def _finish_backward(self) -> None:
-        from ...distributed import _api
-        from ...distributed._mpi import Work
-
         object.__setattr__(self, "_in_backward", False)
         missing = [(b, k) for b in self._buckets for k in range(len(b.params)) if not b.ready[k]]
         if missing and not self.find_unused_parameters:
@@ -287,13 +272,13 @@ class DistributedDataParallel(Module):
         used = np.concatenate([b.used for b in self._buckets])
         requests = [b.work for b in self._buckets if b.work is not None]
         if self.find_unused_parameters and self._pg.size() > 1:
-            requests.append(self._pg.comm.Iallreduce(_api.mpi().IN_PLACE, used, _api.mpi().MAX))
+            requests.append(self._pg.comm.Iallreduce(mpi().IN_PLACE, used, mpi().MAX))
         Work("DistributedDataParallel gradient all-reduce", requests, None, self._pg).wait()
         n = self._pg.size()
         start = 0
         for b in self._buckets:
-            if n > 1 and b.flat.dtype.kind in "fc":
-                np.divide(b.flat, n, out=b.flat)
+            if n > 1:
+                _api._divide(b.flat, n)
             for k, p in enumerate(b.params):
                 if used[start + k]:
                     self._set_grad(p, b.slot(k).reshape(tuple(p.shape)))
@@ -307,22 +292,5 @@ class DistributedDataParallel(Module):
                 value = Tensor._wrap(aligned_copy(avg, p.dtype.np_dtype))
                 p.grad = value if p.device.type == "cpu" else value.to(p.device)
             return
-        _write(g, avg)
+        _api.store(g, avg)
 
-
-def _write(t: Tensor, values: np.ndarray) -> None:
-    """``t``'s memory takes ``values`` (in place: aliases of ``t`` see them)."""
-    host = _views.host_array(t)
-    if host is not None and host.flags.writeable and host.dtype.kind != "V":
-        np.copyto(host, values.reshape(host.shape), casting="unsafe")
-        note_host_write(host)
-        _views.note_write(t)
-        return
-    with no_grad():
-        t.copy_(Tensor._wrap(np.asarray(values).astype(t.dtype.np_dtype).reshape(tuple(t.shape))))
-
-
-def _api_mpi() -> Any:
-    from ...distributed._mpi import mpi
-
-    return mpi()
