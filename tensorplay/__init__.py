@@ -18,6 +18,7 @@ from . import distributions  # torch.distributions' common part (docs/distributi
 from . import accelerator, backends, cuda  # device probes as PyTorch scripts ask them (docs/runner.md)
 from . import testing  # assert_close
 from . import func  # scan: a loop kept as one op when compiled (docs/recurrent.md)
+from . import profiler  # torch.profiler's profile, record_function, key_averages (docs/debugging.md)
 from . import safetensors  # save_file/load_file as safetensors.torch has them (docs/training.md)
 from .serialization import load, save
 from ._device import device

@@ -22,6 +22,7 @@ from .dialects.tp.registry import Op
 from .dialects.tp.types import TensorType, type_of_array
 from ._grad_mode import is_grad_enabled
 from .autograd.engine import record
+from .profiler._state import state as _prof_state
 from .runtime.storage import DeviceArray
 
 __all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
@@ -51,6 +52,8 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
 
     Returns one Tensor, or a tuple for ops with several results.
     """
+    if _prof_state.active and not attrs.pop("_profiled", False):  # tensorplay.profiler records
+        return _prof_state.hooks.apply(op_name, operands, attrs)
     from ._tensor import Tensor
 
     op = _op(op_name)

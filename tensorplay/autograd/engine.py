@@ -26,6 +26,7 @@ from typing import Any
 from .._grad_mode import no_grad, set_grad_enabled
 from ..amp.autocast_mode import suspended as autocast_suspended
 from .. import _views
+from ..profiler._state import state as _prof_state
 
 __all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
            "fit_gradient", "add_gradients", "edge_of", "zero_grads"]
@@ -373,6 +374,7 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
         slot[nr] = add_gradients(slot.get(nr), g)
     ready = [n for n in dict.fromkeys(node for (node, _), _ in edges) if deps.get(n, 0) == 0]
     captured: dict = {}
+    run_node = _prof_state.hooks.backward_node_runner(_run_node) if _prof_state.active else _run_node
     outer = not _backward_depth
     _backward_depth.append(1)
     try:
@@ -380,7 +382,7 @@ def run_backward(roots: Sequence[tuple[Any, Any]], *, retain_graph: bool, create
             while ready:
                 node = ready.pop()
                 grads = buffers.pop(node, {})
-                _run_node(node, grads, captured, capture, accumulate, create_graph, buffers, deps, ready)
+                run_node(node, grads, captured, capture, accumulate, create_graph, buffers, deps, ready)
                 if not retain_graph:
                     node.release()
     finally:

@@ -32,6 +32,7 @@ from ..runtime.storage import IN_PLACE_MIN_BYTES, DeviceArray, Donated, device_n
 from ..dialects.tp import symbolic as sym
 from ..dialects.tp.graph import Graph, data_dependent_symbols
 from ..nn.modules.module import Module
+from ..profiler._state import state as _prof_state
 from . import dynamic_decisions, tracedir
 from ._logging import get_logger
 from .autodiff import Differentiated, differentiate, live_values, replay_eagerly
@@ -580,6 +581,7 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.disabled or current_capture() is not None or _compile_disabled():
             return self._fn(*args, **kwargs)
+        since = _prof_state.active and time.perf_counter_ns()  # (the profiler's guard phase starts here)
         leaves, treedef = pytree.flatten_call(args, kwargs)
         key = call_key(treedef, leaves)
         with self._group.lock:
@@ -593,13 +595,22 @@ class CompiledFunction:
                             break
             if entry is not None:
                 entry.hits += 1
-                if entry.kind == GRAPH:
-                    return entry.run(leaves)
-                if entry.trace_scope is not None:
-                    with tracedir.active(entry.trace_scope):
-                        return self._run_segmented(args, kwargs, leaves, entry)
-                return self._run_segmented(args, kwargs, leaves, entry)
+                if _prof_state.active:  # tensorplay.profiler records the call and its phases
+                    return _prof_state.hooks.compiled_call(self.name, entry.kind, since, self._run_entry, args,
+                                                           kwargs, leaves, entry)
+                return self._run_entry(args, kwargs, leaves, entry)
+            if _prof_state.active:
+                return _prof_state.hooks.span(f"tp.compile capture: {self.name}", "compile", self._capture, args,
+                                              kwargs, leaves, treedef, key)
             return self._capture(args, kwargs, leaves, treedef, key)
+
+    def _run_entry(self, args: tuple, kwargs: dict, leaves: list[Any], entry: Entry) -> Any:
+        if entry.kind == GRAPH:
+            return entry.run(leaves)
+        if entry.trace_scope is not None:
+            with tracedir.active(entry.trace_scope):
+                return self._run_segmented(args, kwargs, leaves, entry)
+        return self._run_segmented(args, kwargs, leaves, entry)
 
     def _lookup(self, key: CallKey, leaves: list[Any]) -> Entry | None:
         entries = self._group.entries.get(key)

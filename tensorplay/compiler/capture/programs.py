@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
+from ...profiler._state import state as _prof_state
 from ...runtime.program import to_device
 from ...runtime.storage import DeviceArray, driver_of_arrays
 from ...dialects.tp.graph import Graph, Node, Value, copy_nodes
@@ -71,6 +72,8 @@ class Backend:
         seconds = time.perf_counter() - start
         _log_perf.info("compiled @%s (%d ops) with %s in %.3f s", graph.name, len(graph.nodes),
                        self.label, seconds)
+        if _prof_state.active:  # tensorplay.profiler records
+            _prof_state.hooks.compiled_graph(graph.name, self.label, len(graph.nodes), start, seconds)
         if scope is not None:
             tracedir.note(scope, compile_s=round(seconds, 6))
             tracedir.event(scope, "compile", graph=graph.name, backend=self.label, seconds=round(seconds, 6),

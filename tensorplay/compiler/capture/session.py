@@ -39,6 +39,7 @@ from ...dialects.tp import symbolic as sym
 from ...dialects.tp.graph import Graph, Node, SourceLoc, Value, data_dependent_symbols
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType, type_of_array
+from ...profiler._state import state as _prof_state
 from .. import tracedir
 from .._logging import get_logger
 from ..errors import GraphCaptureError
@@ -362,6 +363,8 @@ class Capture:
         self.breaks.append(info)
         _log_breaks.info("graph break in %s at %s: %s%s", self.config.name, loc or "<unknown>",
                          reason, f"\n    {info.source}" if info.source else "")
+        if _prof_state.active:  # tensorplay.profiler records
+            _prof_state.hooks.graph_break(self.config.name, reason, loc)
         if self.fullgraph:
             raise self._break_error(info)
         self._flush()
