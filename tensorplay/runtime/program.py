@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..profiler._state import state as _prof_state
 from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, Donated, TransferStats, count, device_name, from_storage,
                       is_host_driver, is_shared, host_version, release_device_arrays, stats, storage_dtype, to_storage)
 
@@ -185,7 +186,7 @@ class Function:
     takes_device_arrays = True
 
     __slots__ = ("program", "name", "result_dtypes", "storage", "_resident", "private", "results", "label",
-                 "device_results", "kept_results", "donated", "_vm_function", "_n_results", "_logged", "_special",
+                 "device_results", "kept_results", "donated", "alignment", "_vm_function", "_n_results", "_logged", "_special",
                  "__weakref__")
 
     def __init__(self, program: Program, name: str, result_dtypes: Sequence[Any] | None = None, *,
@@ -205,6 +206,8 @@ class Function:
         #: inputs holding it). Such an input is passed as a copy unless the caller gives it up
         #: (:class:`~tensorplay.runtime.storage.Donated`): then its own buffer is written.
         self.donated: dict[int, int] = {i: k for k, i in _donated_pairs(self._vm_function).items()}
+        #: the byte alignment this function's code assumes of a host array it reads in place
+        self.alignment = int(self._vm_function.reflection.get(ALIGNMENT_KEY, ALIGNMENT))
         self.private = frozenset(private) | frozenset(self.donated)
         self.resident = frozenset(resident)
         self.results = results
@@ -388,6 +391,8 @@ class Program:
         return fn
 
     def _invoke(self, fn: Function, arrays: Sequence[Any]) -> list[Any]:
+        if _prof_state.active:  # tensorplay.profiler records: upload, invoke, download
+            return _prof_state.hooks.program_call(self, fn, arrays)
         if _perf.isEnabledFor(logging.INFO):
             return _logged_call(self, fn, arrays)
         return self._call(fn, arrays)
@@ -431,18 +436,21 @@ class Program:
                 view = self.upload(a, storage, fn.label, None, i, copy=True)
             elif i in fn.resident:
                 if not is_shared(a):
-                    view = resident_view(self, a, storage, fn.label, i)
+                    view = resident_view(self, a, storage, fn.label, i, fn.alignment)
                 else:
                     _note_shared(fn, i)
-                    view = self.upload(a, storage, fn.label, in_place, i)
+                    view = self.upload(a, storage, fn.label, in_place, i, alignment=fn.alignment)
             else:
-                view = self.upload(a, storage, fn.label, in_place, i)
+                view = self.upload(a, storage, fn.label, in_place, i, alignment=fn.alignment)
             args.push_ref(view)
         n = fn._n_results
         results = self._VariantList(n if n is not None else 4)
         try:
             with self._invoke_lock:  # IREE VM contexts are thread-compatible, not thread-safe
-                self._context.invoke(fn._vm_function, args, results)
+                if _prof_state.active:
+                    _prof_state.hooks.invoke(self._context.invoke, fn._vm_function, args, results)
+                else:
+                    self._context.invoke(fn._vm_function, args, results)
         except (ValueError, RuntimeError) as exc:  # IREE checks count, shapes and dtypes against the ABI
             vm_function = fn._vm_function
             declared = vm_function.reflection.get("iree.abi.declaration", "(no signature recorded)")
@@ -482,15 +490,16 @@ class Program:
         return self.upload(np.asarray(array, order="C"), storage, fn.label, None, index, copy=True)
 
     def upload(self, array: np.ndarray, storage: np.dtype | None = None, label: str | None = None,
-               in_place: list | None = None, index: int | None = None, copy: bool = False) -> Any:
+               in_place: list | None = None, index: int | None = None, copy: bool = False,
+               alignment: int = ALIGNMENT) -> Any:
         """A buffer view of host ``array`` on this program's device: the array itself where
-        a CPU driver can read it in place (aligned, as ``storage``, unless ``copy``), else a
-        counted copy."""
+        a CPU driver can read it in place (``alignment``-byte aligned, as ``storage``, unless
+        ``copy``), else a counted copy."""
         array = np.asarray(array, order="C")
         if storage is not None and array.dtype != storage:
             array = to_storage(array, storage)
         element_type = _element_type(array.dtype, self, index)
-        if not copy and self.reads_in_place(array):
+        if not copy and self.reads_in_place(array, alignment):
             buffer = self._allocator.import_host_allocation(array, self._import_memory, self._upload_usage)
             count("import", array.nbytes, label)
             if in_place is not None:
@@ -498,10 +507,11 @@ class Program:
             return self._BufferView(buffer, array.shape, int(element_type))
         return _copy_up(self._device, array, element_type, label)
 
-    def reads_in_place(self, array: np.ndarray) -> bool:
-        """Whether a CPU driver reads host ``array`` where it is (IREE's CPU code needs
-        :data:`ALIGNMENT`), rather than from a copy."""
-        return (self._host_memory and array.nbytes > 0 and array.ctypes.data % ALIGNMENT == 0
+    def reads_in_place(self, array: np.ndarray, alignment: int = ALIGNMENT) -> bool:
+        """Whether a CPU driver reads host ``array`` where it is, rather than from a copy: the
+        code assumes its buffers are ``alignment``-byte aligned (a function's
+        :attr:`Function.alignment`; :data:`ALIGNMENT` for code compiled without saying)."""
+        return (self._host_memory and array.nbytes > 0 and array.ctypes.data % alignment == 0
                 and array.flags.c_contiguous)
 
     def _device_copy(self, view: Any) -> Any:
@@ -583,6 +593,16 @@ def _raw_dtype(element_type: Any) -> np.dtype:
 #: the reflection entry of a function that writes outputs into inputs' buffers: ``"k:i,..."``
 #: (output ``k`` into input ``i``), set by the compiler (backends/donation.py)
 DONATED_KEY = "tensorplay.donated"
+
+#: the reflection entry of a function whose CPU code assumes only this byte alignment of its
+#: arguments' buffers (the compiler sets it with ``--iree-stream-resource-min-offset-alignment``):
+#: host arrays aligned that far are read in place; without it, :data:`ALIGNMENT` is assumed
+ALIGNMENT_KEY = "tensorplay.input_alignment"
+
+#: the argument alignment tensorplay's CPU programs are compiled for: numpy's own allocations
+#: (``np.empty``, ``tp.from_numpy`` of a user's array) start 16 bytes into a page, so code
+#: that assumes 16 reads them where they are instead of from a copy made on every call
+CPU_INPUT_ALIGNMENT = 16
 
 
 def _donated_pairs(vm_function: Any) -> dict[int, int]:
@@ -703,7 +723,7 @@ _resident: dict[tuple[str, int, str], tuple[weakref.ref, Any, int]] = {}
 
 
 def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None, label: str | None,
-                  index: int | None = None) -> Any:
+                  index: int | None = None, alignment: int = ALIGNMENT) -> Any:
     """The device copy of host ``array`` on ``program``'s device, made on first use and kept
     while the array lives and is not written in place (see storage.py). The
     CPU drivers share one copy: both keep buffers in host memory, and a program on either
@@ -713,8 +733,8 @@ def resident_view(program: Program, array: np.ndarray, storage: np.dtype | None,
     hit = _resident.get(key)
     if hit is not None and hit[0]() is array and hit[2] == host_version(array):
         return hit[1]
-    if storage is None and program.reads_in_place(array):
-        return program.upload(array, storage, label, None, index)  # read in place: nothing to keep
+    if storage is None and program.reads_in_place(array, alignment):
+        return program.upload(array, storage, label, None, index, alignment=alignment)  # read in place: nothing to keep
     view = program.upload(array, storage, label, None, index)
     _keep(key, array, view)
     return view

@@ -596,8 +596,13 @@ def _wrapper(ir: Any, fn: Any, name: str, arg_types: Sequence[str], result_types
     declaration = (f"sync func @{name}({', '.join(f'%input{j}: {t}' for j, t in enumerate(arg_types))}) -> "
                    f"({', '.join(f'%output{k}: {t}' for k, t in enumerate(result_types))})")
     donated = ",".join(f"{k}:{i}" for k, i in sorted(tied.items()))
+    kept = ""  # what the lowering declared of the function (its arguments' alignment) stays public
+    if "iree.reflection" in fn.attributes:
+        own = ir.DictAttr(fn.attributes["iree.reflection"])
+        kept = "".join(f", {own[i].name} = {own[i].attr}" for i in range(len(own)))
+        del fn.attributes["iree.reflection"]
     reflection = (f"iree.reflection = {{iree.abi.declaration = {ir.StringAttr.get(declaration)}, "
-                  f"{DONATED_KEY} = {ir.StringAttr.get(donated)}}}")
+                  f"{DONATED_KEY} = {ir.StringAttr.get(donated)}{kept}}}")
     head = (f"  func.func @{name}({', '.join(f'{a}: {bv}' for a in args)}) -> "
             f"({', '.join([bv] * n)}) attributes {{iree.abi.stub, {reflection}}} {{")
     return "\n".join([head, *lines, f"    return {', '.join(f'%o{k}' for k in range(n))} : {', '.join([bv] * n)}",

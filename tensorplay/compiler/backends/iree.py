@@ -35,6 +35,7 @@ from .probe import (LOCAL_TASK_MIN_CPUS, LOCAL_TASK_MIN_WORK, capabilities, choo
                     graph_work, usable_cpus)
 from .targets import TARGETS, IreeTarget, vulkan_device_flags
 from .widening import Widened, widen_io
+from ...runtime.program import CPU_INPUT_ALIGNMENT
 
 __all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
            "get_iree_backend", "bind", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
@@ -90,8 +91,13 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
             f"  what to do: compile with backend='eager' to run the graph through the reference "
             f"implementations meanwhile, and report the reproducer above",
             backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
+    host_code = TARGETS[backend].target in HOST_CODE_TARGETS
+    if host_code:
+        _declare_alignment(module)
     donated = donation.apply(module, graph_name)
     text = M.print_module(module, debuginfo=True)
+    if host_code:
+        text = _with_resource_alignment(text)
     if donated is not None:
         plan, wrapper = donated
         if wrapper:
@@ -108,6 +114,56 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
         tracedir.note(scope, lower_s=round(time.perf_counter() - start, 6), pipeline=lowering_pipeline(TARGETS[backend]))
         tracedir.write(scope, "04-linalg.mlir", text)
     return text
+
+
+#: the IREE targets whose code reads host memory (the CPU drivers import host arrays): compiled
+#: to assume only CPU_INPUT_ALIGNMENT of their arguments, which numpy's own arrays have
+HOST_CODE_TARGETS = ("llvm-cpu", "vmvx")
+
+
+def _declare_alignment(module: Any) -> None:
+    """Record on each public function of lowered ``module`` the argument alignment its code
+    is compiled for (:data:`~tensorplay.runtime.program.ALIGNMENT_KEY` in its reflection,
+    which the runtime reads before importing a host array in place)."""
+    from ...dialects import ir as I
+    from ...runtime.program import ALIGNMENT_KEY
+
+    ir = I.ir
+    with module.context:
+        entry = {ALIGNMENT_KEY: ir.StringAttr.get(str(CPU_INPUT_ALIGNMENT))}
+        for op in module.body.operations:
+            fn = op.operation
+            if fn.name != "func.func" or "sym_visibility" in fn.attributes:
+                continue
+            fn.attributes["iree.reflection"] = ir.DictAttr.get(entry)
+
+
+#: IREE's stream resource configuration of host code, as its defaults for the CPU (unbounded
+#: sizes, 64-bit indices, unified memory) but with offsets and bindings aligned to only
+#: CPU_INPUT_ALIGNMENT bytes: the kernels then load their arguments without assuming more (the
+#: in-process compiler has no flag for it; a module attribute overrides the default)
+_HOST_RESOURCES = (f"stream.resources = #stream.resource_config<{{max_allocation_size = {2**63 - 1}, "
+                   f"min_buffer_offset_alignment = {CPU_INPUT_ALIGNMENT}, max_buffer_range = {2**63 - 1}, "
+                   f"min_buffer_range_alignment = {CPU_INPUT_ALIGNMENT}, index_bits = 64, "
+                   f"alias_mutable_bindings = false, memory_model = Unified}}>")
+
+
+def _with_resource_alignment(text: str) -> str:
+    """Lowered module ``text`` with :data:`_HOST_RESOURCES` among its module attributes."""
+    head = re.search(r"^module(?: @[\w$.]+)?( attributes \{)?", text, re.MULTILINE)
+    if head is not None:
+        if head.group(1):
+            return f"{text[:head.end()]}{_HOST_RESOURCES}, {text[head.end():]}"
+        return f"{text[:head.end()]} attributes {{{_HOST_RESOURCES}}}{text[head.end():]}"
+    # the generic form ("builtin.module"() ({ ... }) {attributes} : () -> ()): the module's
+    # attributes follow its region, closed on the last unindented "})"
+    tail = list(re.finditer(r"^\}\)( \{)?", text, re.MULTILINE))
+    if not text.lstrip().startswith(('"builtin.module"', "#")) or not tail:
+        raise AssertionError("lowered MLIR without a module op")  # print_module always writes one
+    end = tail[-1]
+    if end.group(1):
+        return f"{text[:end.end()]}{_HOST_RESOURCES}, {text[end.end():]}"
+    return f"{text[:end.end()]} {{{_HOST_RESOURCES}}}{text[end.end():]}"
 
 
 _compile_lock = threading.Lock()
