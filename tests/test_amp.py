@@ -157,6 +157,7 @@ def test_compiled_training_step_with_autocast_and_a_grad_scaler_matches_eager():
     np.testing.assert_allclose(wc, we, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 def test_grad_scaler_follows_pytorch_through_overflow_and_growth():
     torch = pytest.importorskip("torch")
     scales = {}

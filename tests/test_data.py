@@ -398,6 +398,7 @@ def test_pytorch_data_code_runs_with_only_the_imports_changed():
     exec(compile(SCRIPT, "<pytorch script>", "exec"), {})  # noqa: S102 - and the script is PyTorch's
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 @pytest.mark.parametrize("workers", [0, 2])
 def test_training_loop_over_a_loader_matches_pytorch(workers):
     torch = _torch()

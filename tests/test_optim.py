@@ -53,10 +53,14 @@ def _state_numpy(value):
     return np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value, dtype=np.float64)
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float32"])
+# float64: the per-parameter eager update (foreach=False, in both libraries); float32: the
+# default, whose steps past the second run as one compiled program over all parameters
+@pytest.mark.parametrize("dtype", ["float64", pytest.param("float32", marks=pytest.mark.iree)])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_updates_and_state_dicts_match_pytorch(name, dtype):
     cls, options = OPTIMIZERS[name]
+    if dtype == "float64":
+        options = {**options, "foreach": False}
     rng = np.random.default_rng(5)
     w0, b0 = rng.standard_normal((3, 4)), rng.standard_normal(3)
     out = {}
@@ -69,7 +73,9 @@ def test_updates_and_state_dicts_match_pytorch(name, dtype):
     # float64: the same formulas in the same order (measured: below 3e-16 relative);
     # float32: the scalar factors round differently by an ulp here and there (measured: at
     # most 1.2e-7 absolute on values of order 1)
-    tol = {"rtol": 1e-12, "atol": 1e-14} if dtype == "float64" else {"rtol": 1e-6, "atol": 3e-7}
+    # float32, from the third step the compiled update: its fused multiply-adds round once where
+    # the eager ops round twice (measured: at most 6.9e-7 absolute, Adam with amsgrad)
+    tol = {"rtol": 1e-12, "atol": 1e-14} if dtype == "float64" else {"rtol": 1e-6, "atol": 1e-6}
     np.testing.assert_allclose(ow, tw, **tol)
     np.testing.assert_allclose(ob, tb, **tol)
     assert ostate["param_groups"] == tstate["param_groups"]
@@ -82,6 +88,7 @@ def test_updates_and_state_dicts_match_pytorch(name, dtype):
             np.testing.assert_allclose(_state_numpy(mine), _state_numpy(value), err_msg=key, **tol)
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_a_pytorch_state_dict_loads_and_continues_identically(name):
     cls, options = OPTIMIZERS[name]
@@ -98,8 +105,10 @@ def test_a_pytorch_state_dict_loads_and_continues_identically(name):
         assert str(oopt.state_dict()["state"][0][key].dtype).split(".")[-1] == str(value.dtype).split(".")[-1]
     _steps(torch, topt, tw, tb, torch.float64, 5, 10)
     _steps(tp, oopt, ow, ob, tp.float64, 5, 10)
-    np.testing.assert_allclose(ow.detach().numpy(), tw.detach().numpy(), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(ob.detach().numpy(), tb.detach().numpy(), rtol=1e-12, atol=1e-14)
+    # steps 3-5 after loading are the compiled update, whose fused multiply-adds round once
+    # (measured: at most 2.2e-13 absolute, NAdam with decoupled decay)
+    np.testing.assert_allclose(ow.detach().numpy(), tw.detach().numpy(), rtol=1e-12, atol=5e-13)
+    np.testing.assert_allclose(ob.detach().numpy(), tb.detach().numpy(), rtol=1e-12, atol=5e-13)
 
 
 def test_adagrad_has_its_state_from_construction_as_pytorch():

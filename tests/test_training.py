@@ -40,6 +40,7 @@ OPTIMIZERS = {
 }
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 @pytest.mark.parametrize("opt", list(OPTIMIZERS))
 @pytest.mark.parametrize("model", ["MLP", "TinyGPT", "SmallCNN"])
 def test_twenty_steps_match_pytorch(model, opt):
@@ -81,6 +82,7 @@ def test_twenty_steps_match_pytorch(model, opt):
     ("RMSprop", lambda lib, p: lib.optim.RMSprop(p, lr=0.01, momentum=0.9, centered=True, weight_decay=0.01)),
     ("RMSprop-plain", lambda lib, p: lib.optim.RMSprop(p, lr=0.01)),
 ])
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 def test_updates_and_state_dicts_match_pytorch(name, make):
     rng = np.random.default_rng(2)
     w0, b0 = rng.standard_normal((3, 4)), rng.standard_normal(3)
@@ -107,6 +109,7 @@ def test_updates_and_state_dicts_match_pytorch(name, make):
                                        value.detach().numpy(), rtol=1e-10, err_msg=key)
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 def test_load_state_dict_resumes_the_same_trajectory():
     rng = np.random.default_rng(3)
     w0 = rng.standard_normal(5)
@@ -227,6 +230,7 @@ def test_save_and_load_round_trip_state_dicts_without_pickle(tmp_path):
         tp.load(tmp_path / "junk.tp")
 
 
+@pytest.mark.iree  # (from its third step on, the optimizer updates through a compiled program)
 def test_the_training_example_lowers_the_loss_and_resumes_exactly(tmp_path):
     import io
 

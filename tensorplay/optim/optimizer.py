@@ -10,6 +10,7 @@ from typing import Any
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .. import _views
+from ..profiler._state import state as _prof_state
 
 __all__ = ["Optimizer", "required"]
 
@@ -81,18 +82,71 @@ class Optimizer:
 
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
+    #: eager steps before the update runs as one compiled program (:meth:`step`): a short run
+    #: (a test, a notebook cell) never waits for the compile
+    EAGER_STEPS = 2
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One update of every parameter that has a gradient (``closure`` re-evaluates the loss
+        first and its value is returned).
+
+        After :attr:`EAGER_STEPS` eager steps, the update of all parameters runs as one cached
+        program (``tp.compile`` of the per-parameter update, with the learning rate and the
+        gradients as inputs, so a schedule never recompiles) while the parameters live on the
+        host and no group sets ``foreach=False`` or ``differentiable=True``: PyTorch's
+        multi-tensor (foreach) update without a kernel per parameter and op."""
+        if _prof_state.active and not _prof_state.hooks.in_step(self):  # tensorplay.profiler records
+            return _prof_state.hooks.optimizer_step(self, closure)
         loss = None
         if closure is not None:
             from .._grad_mode import enable_grad
 
             with enable_grad():
                 loss = closure()
+        program = self._step_program()
+        if program is None:
+            self._step_eagerly()
+        else:
+            program()
+        return loss
+
+    def _step_eagerly(self) -> None:
+        """The update, parameter by parameter (traced when a compiled step or program runs it)."""
         with no_grad():
             run = StepValues(self)
             for group in self.param_groups:
                 self._update(group, run)
-        return loss
+
+    def _step_program(self) -> Any:
+        """The compiled update :meth:`step` calls, or None to update eagerly: while a compiled
+        function traces this step (its graph takes the update), for the first
+        :attr:`EAGER_STEPS` steps, and where a parameter or option rules the program out."""
+        from .. import _dispatch
+
+        if _dispatch.current_handler() is not None:
+            return None
+        taken = self.__dict__.get("_eager_steps", 0)
+        if taken < self.EAGER_STEPS:
+            self._eager_steps = taken + 1
+            return None
+        for group in self.param_groups:
+            if group.get("foreach") is False or group.get("differentiable"):
+                return None
+            for p in group["params"]:
+                if _views.is_device(p) or (p.grad is not None and _views.is_device(p.grad)):
+                    return None  # (each op on a device tensor runs there already)
+        program = self.__dict__.get("_program")
+        if program is None:
+            from ..compiler import compile as compile_fn
+
+            program = self._program = compile_fn(self._step_eagerly, name=f"{type(self).__name__}_step",
+                                                 dynamic=False)
+        return program
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_program", None)  # (compiled again after a copy or unpickling)
+        return state
 
     def _update(self, group: dict[str, Any], run: StepValues) -> None:
         raise NotImplementedError(f"{type(self).__name__} defines its update")  # every optimizer here does
@@ -172,8 +226,11 @@ class StepValues:
             for group in opt.param_groups:
                 for p in group["params"]:
                     if p.grad is not None and not opt.state.get(p):
-                        state = opt.state.setdefault(p, {})
+                        state: dict[str, Any] = {}
                         opt._init_state(group, p, state)
+                        if not state:  # (an update without state leaves none, as eagerly: plain SGD)
+                            continue
+                        opt.state[p] = state
                         if "step" in state and state["step"].device != p.device:
                             # the compiled step updates it where the parameters live (eager keeps
                             # it on the host, as PyTorch does unless capturable)

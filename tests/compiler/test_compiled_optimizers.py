@@ -66,6 +66,30 @@ def test_a_compiled_step_equals_the_eager_step_under_a_schedule_and_compiles_onc
     assert step.compile_count == (2 if name == "sgd-dampening" else 1)
 
 
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_an_eager_step_runs_as_one_program_from_its_third_call_and_equals_the_per_parameter_update(name):
+    from tensorplay import runtime
+
+    def per_parameter(params):
+        opt = OPTIMIZERS[name](params)
+        for group in opt.param_groups:
+            group["foreach"] = False  # PyTorch's single-tensor update: one eager op at a time
+        return opt
+
+    before = runtime.stats()
+    want, _ = _train(per_parameter, compiled=False)
+    assert not (runtime.stats() - before).by_program, "foreach=False compiled something"
+    got, step = _train(OPTIMIZERS[name], compiled=False)
+    moved = runtime.stats() - before
+    # the 6 steps after the first two: one program call each, under a schedule changing lr
+    label = f"{type(step.__self__).__name__}_step"
+    assert set(moved.by_program) == {label}, moved
+    # (SGD's first step with dampening, a graph of its own when compiled, is an eager one here)
+    assert step.__self__._program.compile_count == 1
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
 def test_changes_of_options_or_of_which_parameters_have_gradients_recompile_and_stay_right():
     def change(i, net, opt):
         if i == 3:
