@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import _views
-from .dialects.tp import registry
+from .dialects.tp import dtypes as _dtypes, registry
 from .dialects.tp.registry import Op
 from .dialects.tp.types import TensorType, type_of_array
 from ._grad_mode import is_grad_enabled
@@ -39,6 +39,12 @@ class _Handler(threading.local):
 _handler = _Handler()
 _ops: dict[str, Op] = {}
 
+#: (op name, default float dtype, each operand's (dtype, shape) or None, attribute items) ->
+#: result types: an op's verification and type inference depend on nothing else, and eager
+#: code applies the same op to the same types over and over (each step, each layer of a stack)
+_verified: dict[tuple, tuple[TensorType, ...]] = {}
+_VERIFIED_MAX = 1 << 16
+
 
 def _op(name: str) -> Op:
     op = _ops.get(name)
@@ -58,19 +64,37 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
 
     op = _op(op_name)
     attrs = op.normalize_attrs(attrs)
-    types = []
+    # the op, the default float dtype (integer operands of float ops take it) and the operand
+    # dtypes and shapes, while all are host arrays
+    key: list | None = [op_name, _dtypes._default_float]
     for o in operands:
         if o is None:
-            types.append(None)
+            if key is not None:
+                key.append(None)
         elif isinstance(o, Tensor):
             if o._root is not None:  # an alias: up to date with writes through its storage
                 _views.sync(o)
             elif o._st is not None and o._st.pending is not None:
                 _views.check_pending(o)
-            types.append(o._tensor_type())
+            if key is not None:
+                d = o._data
+                if type(d) is np.ndarray and o._sym is None:
+                    key.append((d.dtype, d.shape))
+                else:
+                    key = None
         else:
             raise TypeError(f"{op_name}: operands must be tensors, got {type(o).__name__}")
-    result_types = op.verify(types, attrs)
+    result_types = None
+    if key is not None:
+        try:
+            key = (*key, *attrs.items())
+            result_types = _verified.get(key)
+        except TypeError:  # an unhashable attribute value
+            key = None
+    if result_types is None:
+        result_types = op.verify([None if o is None else o._tensor_type() for o in operands], attrs)
+        if key is not None and len(_verified) < _VERIFIED_MAX:
+            _verified[key] = result_types
     handler = _handler.current
     view = op.name in _views.VIEW_OPS
     if handler is not None:

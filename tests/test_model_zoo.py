@@ -122,7 +122,9 @@ def _no_dropout(model):
 
 def _train(lib, model, spec, batches, step_fn=None):
     opt_name, opt_kw = spec["opt"]
-    opt = getattr(lib.optim, opt_name)(model.parameters(), **opt_kw)
+    # the single-tensor update in both libraries: eager tensorplay's formulas against PyTorch's
+    # (tensorplay's default compiles the update from the third step; tests/test_optim.py)
+    opt = getattr(lib.optim, opt_name)(model.parameters(), **opt_kw, foreach=False)
     sched = None
     if spec["sched"]:
         sched = getattr(lib.optim.lr_scheduler, spec["sched"][0])(opt, **spec["sched"][1])

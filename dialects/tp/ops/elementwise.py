@@ -150,6 +150,9 @@ def erf(x: np.ndarray) -> np.ndarray:
     return out.astype(np.asarray(x).dtype)
 
 
+_COMMON: dict[tuple, dt.DType] = {}  # Elementwise.reference's common dtypes
+
+
 class Elementwise(Op):
     """Family base: results broadcast over all operands."""
 
@@ -186,7 +189,14 @@ class Elementwise(Op):
         return (TensorType(shape, out),)
 
     def reference(self, arrays, attrs):
-        common = self.common_dtype([None if a is None else type_of_array(a) for a in arrays])
+        # the common dtype depends on each operand's dtype, whether it is 0-d, and the default
+        # float dtype only: remembered per op for those (eager code repeats the same few)
+        key = (self.name, dt.get_default_dtype(), *[None if a is None else (a.dtype, a.ndim == 0) for a in arrays])
+        common = _COMMON.get(key)
+        if common is None:
+            common = self.common_dtype([None if a is None else type_of_array(a) for a in arrays])
+            if len(_COMMON) < 4096:
+                _COMMON[key] = common
         return self.compute(*[None if a is None else upcast(a, common) for a in arrays], **attrs)
 
     def compute(self, *arrays: np.ndarray, **attrs: Any) -> np.ndarray:
