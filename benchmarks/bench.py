@@ -1,15 +1,25 @@
 """Eager vs compiled timings of tensorplay, next to PyTorch eager and torch.compile.
 
-    python benchmarks/bench.py [--backend iree-cpu] [--device auto] [--repeats 50] [--cases chain,mlp,block,gpt] [--sweep]
+    python benchmarks/bench.py [--backend iree-cpu] [--device auto] [--repeats 50] [--cases chain,mlp,block,gpt]
+                               [--inputs aligned,from_numpy] [--sweep]
 
-Every case is written once against the PyTorch API and built for both libraries with the same
-weights; each compiled result is checked against eager before it is timed. Inputs are made with
-each library's ``tensor()`` (a copy into memory the library allocates, 64-byte aligned in both);
-a ``from_numpy`` view of numpy's own memory, which starts 16 bytes off that alignment, is copied
-by tensorplay's CPU programs on every call (see docs/performance.md). Steady-state times
-are medians over ``--repeats`` calls after a warm-up; compile time is the first call's wall time
-(capture + lowering + IREE compile, or a disk-cache hit on later runs). One table per run, all
-ratios from that run.
+The run first prints the machine it ran on (CPU model and the vector extensions that matter,
+cores, threads, the CPU IREE compiles for, library versions and BLAS, load average): a figure
+is quoted with its machine. Every case is written once against the PyTorch API and built for
+both libraries with the same weights; each compiled result is checked against eager before it
+is timed. Inputs come in two styles (``--inputs``, default both, one table each): ``aligned``,
+made with each library's ``tensor()`` (a copy into memory the library allocates, 64-byte
+aligned in both), and ``from_numpy``, each library's ``from_numpy()`` of a fresh numpy array
+(numpy's own memory, which starts 16 bytes off that alignment and is copied by tensorplay's
+CPU programs on every call; see docs/performance.md). Steady-state times are medians over
+``--repeats`` calls after a warm-up (the large models: a quarter of them, at least 3);
+compile time is the first call's wall time (capture + lowering + IREE compile, or a
+disk-cache load: the "new" column counts the programs IREE compiled in that call). Each table
+has tensorplay eager next to PyTorch eager and their ratio. One run, all ratios from it.
+
+``--cases all`` adds the large models to the default list: ResNet-18 (torchvision's
+architecture, batch 8 at 64x64 and at 224x224) and GPT-2 small (12 layers, 768 wide, 1x128
+tokens), whose compile column is the time to compile a model of that size.
 
 With a GPU backend (``--backend iree-cuda``, ``iree-vulkan``) the model and inputs are moved to
 its device first (``--device auto``; ``--device cpu`` keeps them on the host, so each call
@@ -41,9 +51,13 @@ dynamic decisions and loads the program from disk).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
+import os
+import platform
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -66,6 +80,7 @@ class Case:
     rtol: float = 1e-4
     atol: float = 1e-5
     numpy: bool = False  # also time numpy (OpenBLAS for matmul) on the same inputs
+    large: bool = False  # slow in eager: a quarter of the repeats (at least 3), not in the default list
 
 
 def _rng(seed: int, *shape: int) -> np.ndarray:
@@ -142,6 +157,75 @@ def _tiny(lib: Any):
     return (lambda a: a + 1), (lib.tensor(np.arange(4, dtype=np.float32)),)
 
 
+def _resnet18_model(lib: Any):
+    """ResNet-18 as torchvision defines it: BasicBlock stages of [2, 2, 2, 2] blocks (64 to 512
+    channels), a 1x1 convolution and batch norm on each downsampling shortcut, 1000 classes."""
+    nn = lib.nn
+
+    class Basic(nn.Module):
+        def __init__(self, cin: int, cout: int, stride: int):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+            self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.downsample = None
+            if stride != 1 or cin != cout:
+                self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                                nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            shortcut = x if self.downsample is None else self.downsample(x)
+            y = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+            return self.relu(y + shortcut)
+
+    class ResNet18(nn.Module):
+        def __init__(self, classes: int = 1000):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(64)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+            stages, cin = [], 64
+            for i, cout in enumerate((64, 128, 256, 512)):
+                stride = 1 if i == 0 else 2
+                stages.append(nn.Sequential(Basic(cin, cout, stride), Basic(cout, cout, 1)))
+                cin = cout
+            self.layer1, self.layer2, self.layer3, self.layer4 = stages
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(512, classes)
+            for m in self.modules():  # torchvision's initialization
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(self.avgpool(x).flatten(1))
+
+    lib.manual_seed(0)
+    return ResNet18().eval()
+
+
+def _resnet(size: int):
+    def build(lib: Any):
+        return _resnet18_model(lib), (lib.tensor(_rng(12, 8, 3, size, size)),)
+
+    return build
+
+
+#: GPT-2 small: 12 layers, 12 heads, 768 wide, GPT-2's vocabulary and context (about 124M parameters)
+_GPT2 = GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_embd=768)
+
+
+def _gpt2(lib: Any):
+    lib.manual_seed(0)
+    model = build_gpt(lib, _GPT2).eval()
+    idx = lib.tensor(np.random.default_rng(13).integers(0, _GPT2.vocab_size, (1, 128)))
+    return (lambda i: model(i)[0]), (idx,), model
+
+
 CASES = {
     "chain": Case("elementwise chain (1024x1024)", _chain),
     "norm": Case("layer_norm > gelu > softmax (512x1024)", _norm, rtol=1e-4, atol=1e-6),
@@ -152,7 +236,17 @@ CASES = {
     "gpt": Case("GPT forward (2 layers, d=128, 4x64 tokens)", _gpt, rtol=1e-3, atol=1e-4),
     "cnn": Case("small CNN forward (batch 32)", _cnn, rtol=1e-4, atol=1e-5),
     "tiny": Case("tiny call a + 1 (4 floats)", _tiny),
+    "resnet64": Case("ResNet-18 forward (8x3x64x64)", _resnet(64), rtol=1e-3, atol=1e-3, large=True),
+    "resnet224": Case("ResNet-18 forward (8x3x224x224)", _resnet(224), rtol=1e-3, atol=1e-3, large=True),
+    "gpt2": Case("GPT-2 small forward (1x128 tokens)", _gpt2, rtol=1e-3, atol=1e-4, large=True),
 }
+
+#: what a plain run times (about 4 minutes on 2 cores); ``--cases all`` adds the large models
+DEFAULT_CASES = [k for k, c in CASES.items() if not c.large]
+
+#: the input styles: each library's tensor() (its own 64-byte aligned copy) or its from_numpy()
+#: of a fresh numpy array (numpy's memory, 16 bytes off that alignment)
+INPUT_STYLES = ("aligned", "from_numpy")
 
 
 def _first_call_s(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -226,12 +320,141 @@ def _dispatches(compiled: Any, backend: str, options: dict | None) -> str:
     return "+".join(map(str, counts)) or "-"
 
 
+#: CPU flags worth naming (as /proc/cpuinfo spells them): x86 vector and matrix extensions, Arm's
+#: NEON (asimd) and SVE and its dot-product / bfloat16 / int8 matrix ones
+_CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
+              "amx_tile", "amx_bf16", "amx_int8", "asimd", "asimddp", "sve", "sve2", "bf16", "i8mm")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo, plus the count of distinct physical cores
+    ("cores"; absent where the file does not say)."""
+    fields: dict[str, str] = {}
+    cores: set[tuple[str, str]] = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return fields
+    for block in text.split("\n\n"):
+        entry = {}
+        for line in block.splitlines():
+            key, _, value = line.partition(":")
+            entry[key.strip()] = value.strip()
+        if "core id" in entry:
+            cores.add((entry.get("physical id", "0"), entry["core id"]))
+        for key, value in entry.items():
+            fields.setdefault(key, value)
+    if cores:
+        fields["cores"] = str(len(cores))
+    return fields
+
+
+def _lscpu_model() -> str:
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r"^Model name:\s*(.+)$", text, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _numpy_blas() -> str:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    except Exception:  # noqa: BLE001 - older numpy: no dict form
+        return "BLAS unknown"
+    config = blas.get("openblas configuration", "")
+    built_for = re.search(r"DYNAMIC_ARCH.*?\s([A-Za-z0-9]+)\s+MAX_THREADS", config)
+    return (f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+            + (f" (DYNAMIC_ARCH, base {built_for.group(1)})" if built_for else ""))
+
+
+def machine_lines(backend: str, options: dict | None, torch: Any) -> list[str]:
+    """A few lines naming the machine a run's figures belong to."""
+    info = _cpuinfo()
+    model = info.get("model name") or _lscpu_model() or platform.processor() or "unknown CPU"
+    ident = ""
+    if "cpu family" in info:
+        ident = f" (family {info['cpu family']}, model {info.get('model', '?')}, {info.get('vendor_id', '')})"
+    elif "CPU implementer" in info:
+        ident = f" (implementer {info['CPU implementer']}, part {info.get('CPU part', '?')})"
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    have = [f for f in _CPU_FLAGS if f in flags]
+    logical = os.cpu_count() or 0
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
+    cores = info.get("cores", "?")
+    hypervisor = ", virtual machine" if "hypervisor" in flags else ""
+    lines = [f"machine: {model}{ident}, {platform.machine()}{hypervisor}",
+             f"  CPU flags: {' '.join(have) or 'none of ' + ', '.join(_CPU_FLAGS[:3])}; {cores} cores, "
+             f"{logical} threads ({usable} usable); load average {os.getloadavg()[0]:.2f}"
+             + (f"; torch threads {torch.get_num_threads()}" if torch is not None else "")]
+    target = "-"
+    if backend.startswith("iree-"):
+        try:
+            from tensorplay.compiler.backends.iree import get_iree_backend
+
+            flags_ = get_iree_backend(backend).flags(options)
+            target = " ".join(f for f in flags_ if "target-cpu" in f or "target-backends" in f
+                              or "target-device" in f or "vulkan-target" in f)
+            if "--iree-llvmcpu-target-cpu=host" in flags_:
+                target += " (LLVM's name for this CPU, with every feature it reports)"
+        except Exception as exc:  # noqa: BLE001 - the header names what it can
+            target = f"({type(exc).__name__})"
+    lines.append(f"  IREE target: {target}")
+    lines.append(f"  tensorplay {tp.__version__}, iree-base-compiler {_version('iree-base-compiler')}, "
+                 f"iree-base-runtime {_version('iree-base-runtime')}, numpy {np.__version__} with {_numpy_blas()}, "
+                 f"torch {torch.__version__ if torch is not None else 'not used'}"
+                 + (f" ({torch.backends.cpu.get_cpu_capability()} kernels)" if torch is not None else ""))
+    threads = {k: os.environ[k] for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TENSORPLAY_CPU_THREADS",
+                                           "OPENBLAS_CORETYPE") if k in os.environ}
+    if threads:
+        lines.append("  environment: " + ", ".join(f"{k}={v}" for k, v in threads.items()))
+    return lines
+
+
 def _geomean(values: list[float]) -> float | None:
     return float(np.exp(np.mean(np.log(values)))) if values else None
 
 
+def _styled(lib: Any, args: tuple, style: str) -> tuple:
+    """The inputs ``args`` (tensorplay tensors) for ``lib`` in an input style: ``aligned``, a copy
+    made by the library's ``tensor()``; ``from_numpy``, the library's view of a fresh numpy array."""
+    arrays = [np.array(_to_numpy(a)) for a in args]  # (a new numpy allocation each)
+    if style == "from_numpy":
+        return tuple(lib.from_numpy(a) for a in arrays)
+    return tuple(lib.tensor(a) for a in arrays)
+
+
+def _offsets(args: tuple) -> set[int]:
+    """Where the host inputs of more than 16 KiB start, modulo 64 bytes (smaller ones are
+    copied by a call whatever their alignment)."""
+    found = set()
+    for a in args:
+        if isinstance(a, tp.Tensor):
+            if a.device.type != "cpu":
+                continue
+            start, nbytes = np.asarray(a).ctypes.data, a.numel() * a.element_size()
+        else:
+            start, nbytes = a.data_ptr(), a.numel() * a.element_size()
+        if nbytes > 16384:
+            found.add(start % 64)
+    return found
+
+
 def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.stdout, device: str = "auto",
-        options: dict | None = None) -> bool:
+        options: dict | None = None, styles: tuple[str, ...] = INPUT_STYLES) -> bool:
+    """Each case in each input style: tensorplay eager, PyTorch eager, tensorplay compiled and
+    torch.compile, each compiled result checked against tensorplay eager; one table per style."""
+    from tensorplay.compiler.backends import cache
+
     if device == "auto":
         device = GPU_DEVICES.get(backend, "cpu")
     torch = None
@@ -239,49 +462,67 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
         import torch  # type: ignore[no-redef]
 
         torch.set_num_threads(max(1, torch.get_num_threads()))
-    rows, ok = [], True
+    rows: dict[str, list] = {s: [] for s in styles}
+    offsets: dict[str, set[int]] = {s: set() for s in styles}
+    ok = True
     for key in cases:
         case = CASES[key]
-        fn, host_args, model = _built(tp, case)
-        with tp.no_grad():
-            eager = _to_numpy(fn(*host_args))
-            weights = _nbytes(model.parameters()) + _nbytes(model.buffers()) if isinstance(model, tp.nn.Module) else 0
-            args = _place(model, host_args, device)
-            eager_ms = median_ms(lambda: _to_numpy(fn(*args)), max(3, repeats // 10))
-            compiled = tp.compile(fn, backend=backend, options=options)
-            compile_s, got = _first_call_s(lambda: compiled(*args))
-            _warm(lambda: compiled(*args))
-            good = np.allclose(_to_numpy(got), eager, rtol=case.rtol, atol=case.atol)
-            ok &= good
-            calls = [0]
-
-            def call():
-                calls[0] += 1
-                return compiled(*args)
-
-            before = runtime.stats()
-            call_ms = median_ms(call, repeats)  # the result tensor, not read
-            moved = runtime.stats() - before
-            compiled_ms = median_ms(lambda: _to_numpy(compiled(*args)), repeats)  # read to numpy
-            per_call = ((moved.upload_bytes + moved.download_bytes) / max(calls[0], 1),
-                        weights + _nbytes(host_args) + eager.nbytes)
-            dispatches = _dispatches(compiled, backend, options)
-        numpy_ms = None
-        if case.numpy:
-            arrays = [np.asarray(a) for a in host_args]
-            numpy_ms = median_ms(lambda: np.matmul(*arrays), repeats)
-        t_compiled_ms = t_compile_s = None
+        reps = max(3, repeats // 4) if case.large else repeats
+        fn, built_args, model = _built(tp, case)
+        tfn = tmodel = None
         if torch is not None:
-            tfn, targs, tmodel = _built(torch, case)
+            tfn, _, tmodel = _built(torch, case)
             _share_weights(torch, model, tmodel)
-            targs = tuple(torch.tensor(np.asarray(a)) for a in host_args)
-            with torch.no_grad():
-                tcompiled = torch.compile(tfn)
-                t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
-                _warm(lambda: tcompiled(*targs))
-                t_compiled_ms = median_ms(lambda: tcompiled(*targs).numpy(), repeats)
-        rows.append((case.name, good, eager_ms, compile_s, call_ms, compiled_ms, t_compile_s, t_compiled_ms,
-                     numpy_ms, dispatches, per_call))
+        with tp.no_grad():
+            eager = _to_numpy(fn(*built_args))
+        weights = _nbytes(model.parameters()) + _nbytes(model.buffers()) if isinstance(model, tp.nn.Module) else 0
+        placed = False
+        for style in styles:
+            host_args = _styled(tp, built_args, style)
+            offsets[style] |= _offsets(host_args)
+            with tp.no_grad():
+                args = _place(model, host_args, device) if not placed else _place(None, host_args, device)
+                placed = True
+                eager_ms = median_ms(lambda: _to_numpy(fn(*args)), max(3, reps // 10))
+                compiled = tp.compile(fn, backend=backend, options=options)
+                before_compiles = cache.cache_stats()["compiles"]
+                compile_s, got = _first_call_s(lambda: compiled(*args))
+                new = cache.cache_stats()["compiles"] - before_compiles
+                _warm(lambda: compiled(*args))
+                got = _to_numpy(got)
+                good = bool(np.allclose(got, eager, rtol=case.rtol, atol=case.atol))
+                err = float(np.max(np.abs(got - eager))) if got.shape == eager.shape else float("nan")
+                ok &= good
+                calls = [0]
+
+                def call():
+                    calls[0] += 1
+                    return compiled(*args)
+
+                before = runtime.stats()
+                call_ms = median_ms(call, reps)  # the result tensor, not read
+                moved = runtime.stats() - before
+                compiled_ms = median_ms(lambda: _to_numpy(compiled(*args)), reps)  # read to numpy
+                per_call = (moved.upload_bytes + moved.download_bytes) / max(calls[0], 1)
+                dispatches = _dispatches(compiled, backend, options)
+            numpy_ms = None
+            if case.numpy:
+                arrays = [np.asarray(a) for a in host_args]
+                numpy_ms = median_ms(lambda: np.matmul(*arrays), reps)
+            t_eager_ms = t_compiled_ms = t_compile_s = None
+            if torch is not None:
+                targs = _styled(torch, built_args, style)
+                offsets[style] |= _offsets(targs)
+                with torch.no_grad():
+                    t_eager_ms = median_ms(lambda: _to_numpy(tfn(*targs)), reps)
+                    tcompiled = torch.compile(tfn)
+                    t_compile_s, _ = _first_call_s(lambda: tcompiled(*targs))
+                    _warm(lambda: tcompiled(*targs))
+                    t_compiled_ms = median_ms(lambda: tcompiled(*targs).numpy(), reps)
+            rows[style].append(dict(name=case.name, good=good, err=err, reps=reps, e=eager_ms, te=t_eager_ms,
+                                    cs=compile_s, new=new, call=call_ms, c=compiled_ms, tcs=t_compile_s,
+                                    tc=t_compiled_ms, npm=numpy_ms, disp=dispatches, moved=per_call,
+                                    weights=weights))
 
     def ms(v: float | None) -> str:
         return f"{v:9.3f}" if v is not None else f"{'-':>9s}"
@@ -290,29 +531,49 @@ def run(cases: list[str], backend: str, repeats: int, use_torch: bool, out=sys.s
         return f"{a / b:7.2f}x" if a is not None and b is not None else f"{'-':>8s}"
 
     print(f"tensorplay {tp.__version__}, backend {backend}, options {options or 'default'}, tensors on {device}; "
-          f"median of {repeats} calls, times in ms (compile in s)"
+          f"median of {repeats} calls (large models: {max(3, repeats // 4)}; tp eager: a tenth, at least 3), "
+          f"times in ms (compile in s)"
           f"{'' if torch is not None else '; no PyTorch columns (not installed or --no-torch)'}", file=out)
-    head = (f"{'case':42s} {'check':5s} {'tp eager':>9s} {'compile':>8s} {'tp call':>9s} {'tp comp.':>9s} "
-            f"{'t.compile':>9s} {'t.comp.':>9s} {'numpy':>9s} {'t.comp/tp':>9s} {'numpy/tp':>9s} "
-            f"{'dispatches':>10s} {'KiB/call':>9s}")
-    print(head, file=out)
-    print("-" * len(head), file=out)
-    speedups = []
-    for name, good, e, cs, call, c, tcs, tc, npm, disp, (moved, _old) in rows:
-        if tc is not None:
-            speedups.append(tc / c)
-        print(f"{name:42s} {'OK' if good else 'FAIL':5s} {ms(e)} {cs:7.2f}s {ms(call)} {ms(c)} "
-              f"{(f'{tcs:8.2f}s' if tcs is not None else '-'):>9s} {ms(tc)} {ms(npm)} {ratio(tc, c):>9s} "
-              f"{ratio(npm, c):>9s} {disp:>10s} {_kib(moved)}", file=out)
-    mean = _geomean(speedups)
-    if mean is not None:
-        print(f"geometric mean of t.comp/tp over {len(speedups)} cases: {mean:.2f} "
-              f"(above 1: tensorplay compiled is faster than torch.compile); lowest "
-              f"{min(speedups):.2f}", file=out)
-    print("tp call: a compiled call up to its result tensor (not read); tp comp. and t.comp.: a call with its "
-          "result read to numpy (tensorplay, torch.compile inductor); t.comp/tp and numpy/tp: their time over "
-          "tensorplay's (above 1: tensorplay is faster); dispatches: IREE kernels per graph; KiB/call: bytes a "
-          "call copied between host and device buffers (runtime.stats)", file=out)
+    for style in styles:
+        where = ", ".join(str(o) for o in sorted(offsets[style])) or "-"
+        how = ("each library's tensor() of the array" if style == "aligned"
+               else "each library's from_numpy() of a fresh numpy array")
+        print(f"\ninputs {style}: {how}; inputs over 16 KiB start at byte {where} of 64", file=out)
+        head = (f"{'case':42s} {'check':5s} {'tp eager':>9s} {'PT eager':>9s} {'tpE/PTE':>8s} {'compile':>8s} "
+                f"{'new':>3s} {'tp call':>9s} {'tp comp.':>9s} {'t.compile':>9s} {'t.comp.':>9s} {'numpy':>9s} "
+                f"{'t.comp/tp':>9s} {'numpy/tp':>9s} {'dispatches':>10s} {'KiB/call':>9s}")
+        print(head, file=out)
+        print("-" * len(head), file=out)
+        speedups, eager_ratios = [], []
+        for r in rows[style]:
+            if r["tc"] is not None:
+                speedups.append((r["tc"] / r["c"], r["name"]))
+            if r["te"] is not None:
+                eager_ratios.append((r["e"] / r["te"], r["name"]))
+            tcs = f"{r['tcs']:8.2f}s" if r["tcs"] is not None else "-"
+            print(f"{r['name']:42s} {'OK' if r['good'] else 'FAIL':5s} {ms(r['e'])} {ms(r['te'])} "
+                  f"{ratio(r['e'], r['te'])} {r['cs']:7.2f}s {r['new']:3d} {ms(r['call'])} {ms(r['c'])} {tcs:>9s} "
+                  f"{ms(r['tc'])} {ms(r['npm'])} {ratio(r['tc'], r['c']):>9s} {ratio(r['npm'], r['c']):>9s} "
+                  f"{r['disp']:>10s} {_kib(r['moved'])}", file=out)
+        mean = _geomean([v for v, _ in speedups])
+        if mean is not None:
+            low = min(speedups)
+            print(f"{style}: geometric mean of t.comp/tp over {len(speedups)} cases {mean:.2f} (above 1: tensorplay "
+                  f"compiled is faster than torch.compile); lowest {low[0]:.2f} ({low[1]})", file=out)
+        if eager_ratios:
+            high = max(eager_ratios)
+            print(f"{style}: tp eager / PT eager: highest {high[0]:.2f}x ({high[1]}), geometric mean "
+                  f"{_geomean([v for v, _ in eager_ratios]):.2f}x", file=out)
+        bad = [r for r in rows[style] if not r["good"]]
+        for r in bad:
+            print(f"{style}: {r['name']}: compiled result differs from eager, max |diff| {r['err']:.3g}", file=out)
+    print("tpE/PTE: tensorplay eager over PyTorch eager (above 1: tensorplay eager is slower); compile: "
+          "tensorplay's first call (capture, lowering, IREE compile or a disk-cache load; a later style's "
+          "wrapper finds the program in memory); new: programs IREE compiled in it; tp call: a compiled call up "
+          "to its result tensor (not read); tp comp. and t.comp.: a call with its result read to numpy "
+          "(tensorplay, torch.compile inductor); t.comp/tp and numpy/tp: their time over tensorplay's (above 1: "
+          "tensorplay is faster); dispatches: IREE kernels per graph; KiB/call: bytes a call copied between "
+          "host and IREE buffers (runtime.stats)", file=out)
     return ok
 
 
@@ -754,14 +1015,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="iree-cpu")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
+    parser.add_argument("--cases", default=",".join(DEFAULT_CASES),
+                        help=f"comma-separated, of: {', '.join(CASES)}; 'all' for every one (default: all but "
+                             f"{', '.join(k for k in CASES if k not in DEFAULT_CASES)})")
+    parser.add_argument("--inputs", default=",".join(INPUT_STYLES),
+                        help="input styles, comma-separated: aligned (each library's tensor()), from_numpy "
+                             "(its from_numpy() of a numpy array); default both")
     parser.add_argument("--device", default="auto",
                         help="where the model and inputs live: auto (a GPU backend's device, else cpu) or cpu")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     parser.add_argument("--sweep", action="store_true", help="also run the shape sweep (compiles and total time)")
     parser.add_argument("--sweep-child", metavar="BACKEND", help=argparse.SUPPRESS)  # the sweep's 2nd process
     parser.add_argument("--symbolic", nargs="?", const="all", default=None, metavar="CASES",
-                        help="also time these cases (default: all) with every argument size symbolic "
+                        help="also time these cases (default: the default list) with every argument size symbolic "
                              "(dynamic=True) vs static")
     parser.add_argument("--train", action="store_true",
                         help="also time a training step: eager, compiled fw+bw, compiled whole step, PyTorch")
@@ -775,14 +1041,24 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(_tp_sweep(args.sweep_child)))
         return 0
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if cases == ["all"]:
+        cases = list(CASES)
     unknown = [c for c in cases if c not in CASES]
     if unknown:
-        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)} or all")
+    styles = tuple(s.strip() for s in args.inputs.split(",") if s.strip())
+    if not styles or any(s not in INPUT_STYLES for s in styles):
+        parser.error(f"--inputs: comma-separated, of {', '.join(INPUT_STYLES)}")
     options = json.loads(args.options) if args.options else None
-    ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device, options=options) \
-        if cases else True
+    torch = None
+    if not args.no_torch and importlib.util.find_spec("torch") is not None:
+        import torch
+    print("\n".join(machine_lines(args.backend, options, torch)), flush=True)
+    ok = run(cases, args.backend, args.repeats, not args.no_torch, device=args.device, options=options,
+             styles=styles) if cases else True
     if args.symbolic:
-        chosen = list(CASES) if args.symbolic == "all" else [c.strip() for c in args.symbolic.split(",") if c.strip()]
+        chosen = (list(DEFAULT_CASES) if args.symbolic == "all"
+                  else [c.strip() for c in args.symbolic.split(",") if c.strip()])
         bad = [c for c in chosen if c not in CASES]
         if bad:
             parser.error(f"unknown case(s) {', '.join(bad)}; choose from {', '.join(CASES)}")
