@@ -595,13 +595,14 @@ def _raw_dtype(element_type: Any) -> np.dtype:
 DONATED_KEY = "tensorplay.donated"
 
 #: the reflection entry of a function whose CPU code assumes only this byte alignment of its
-#: arguments' buffers (the compiler sets it with ``--iree-stream-resource-min-offset-alignment``):
-#: host arrays aligned that far are read in place; without it, :data:`ALIGNMENT` is assumed
+#: arguments' buffers (the compiler sets IREE's stream resource alignment with a module
+#: attribute, backends/iree.py): host arrays aligned that far are read in place; without it,
+#: :data:`ALIGNMENT` is assumed
 ALIGNMENT_KEY = "tensorplay.input_alignment"
 
-#: the argument alignment tensorplay's CPU programs are compiled for: numpy's own allocations
-#: (``np.empty``, ``tp.from_numpy`` of a user's array) start 16 bytes into a page, so code
-#: that assumes 16 reads them where they are instead of from a copy made on every call
+#: the argument alignment of CPU code compiled for numpy's own allocations (``np.empty``,
+#: ``tp.from_numpy`` of a user's array), which start 16 bytes into a page: code that assumes 16
+#: reads them where they are instead of from a copy made on every call
 CPU_INPUT_ALIGNMENT = 16
 
 

@@ -21,9 +21,10 @@ import sys
 import tempfile
 import threading
 import time
-import numpy as np
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from ...dialects.tp.graph import Graph
 from .. import _logging, tracedir
