@@ -1,24 +1,8 @@
-"""The switch the instrumented places read: ``state.active`` is True only while a
-:class:`tensorplay.profiler.profile` records. This module imports nothing, so the dispatch
-entry, the autograd engine, the runtime and the compiler can read it at no import cost.
-
-``state.hooks`` is :mod:`tensorplay.profiler._hooks` (set when a profile starts): the
-instrumented places call into it only behind ``if state.active``.
-"""
+"""The profiler's on/off switch, :data:`tensorplay.runtime.profile_state.state` (kept in the
+runtime package, which deploys alone and so cannot import this one)."""
 
 from __future__ import annotations
 
-from typing import Any
+from ..runtime.profile_state import state
 
 __all__ = ["state"]
-
-
-class _State:
-    __slots__ = ("active", "hooks")
-
-    def __init__(self) -> None:
-        self.active = False
-        self.hooks: Any = None
-
-
-state = _State()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..profiler._state import state as _prof_state
+from .profile_state import state as _prof_state
 from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, Donated, TransferStats, count, device_name, from_storage,
                       is_host_driver, is_shared, host_version, release_device_arrays, stats, storage_dtype, to_storage)
 

@@ -68,10 +68,11 @@ def lowering_pipeline(t: IreeTarget) -> str:
     return pipeline_with_options(LOWERING_PIPELINE, {"convert-tp-to-linalg": t.lowering_options})
 
 
-def lower_to_linalg(module: Any, graph_name: str, backend: str, input_alignment: int = 64) -> str:
+def lower_to_linalg(module: Any, graph_name: str, backend: str, input_alignment: int = CPU_INPUT_ALIGNMENT) -> str:
     """Run the backend's lowering pipeline on ``module``; returns the lowered MLIR text (with
-    locations, so IREE's diagnostics point at the user's code). ``input_alignment`` below 64
-    compiles CPU code that assumes only that alignment of its arguments (:func:`input_alignment`)."""
+    locations, so IREE's diagnostics point at the user's code). For the CPU targets,
+    ``input_alignment`` below 64 compiles code that assumes only that alignment of its
+    arguments (:data:`_HOST_RESOURCES`)."""
     from ...dialects.tp import mlir as M
     from ...passes import PipelineError, run_pipeline
 
@@ -119,25 +120,13 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str, input_alignment:
     return text
 
 
-#: the IREE targets whose code reads host memory (the CPU drivers import host arrays in place)
+#: the IREE targets whose code reads host memory (the CPU drivers import host arrays in place):
+#: their code assumes CPU_INPUT_ALIGNMENT of its arguments, not IREE's default 64, so that
+#: numpy's own arrays (16 bytes into their allocation: tp.from_numpy of a user's array, and
+#: weights numpy made) are read where they are. Deciding per graph from its first call's
+#: inputs would make the program depend on where malloc put an array (a medium array is 64-byte
+#: aligned one time in four), and so differ between runs and miss the artifact cache.
 HOST_CODE_TARGETS = ("llvm-cpu", "vmvx")
-
-
-def input_alignment(example_inputs: Sequence[Any]) -> int:
-    """The argument alignment to compile CPU code for: CPU_INPUT_ALIGNMENT when a large example
-    input is a host array aligned that far but not to 64 bytes (numpy's own allocation, as
-    ``tp.from_numpy`` of a user's array passes it), so that later calls read such arrays in place;
-    else 64, IREE's default, whose code measured up to 15% faster on the MLP block (its
-    kernels may count on 64-byte aligned operands and transients)."""
-    from ...runtime.storage import IN_PLACE_MIN_BYTES
-
-    for a in example_inputs:
-        a = getattr(a, "_data", a)  # (a host tensor: its array)
-        if type(a) is np.ndarray and a.nbytes > IN_PLACE_MIN_BYTES and a.flags.c_contiguous:
-            address = a.ctypes.data
-            if address % 64 and address % CPU_INPUT_ALIGNMENT == 0:
-                return CPU_INPUT_ALIGNMENT
-    return 64
 
 
 def _declare_alignment(module: Any) -> None:
@@ -297,7 +286,7 @@ class _Emitted:
     """A graph's tp MLIR (the cache key) and its linalg lowering, made on first need and once,
     however many pipelines compile it."""
 
-    def __init__(self, graph: Graph, backend: str, alignment: int = 64):
+    def __init__(self, graph: Graph, backend: str, alignment: int = CPU_INPUT_ALIGNMENT):
         from ...dialects.tp import mlir as M
 
         self._module = tp_mlir(graph)
@@ -490,8 +479,6 @@ class IreeBackend:
         emitted = None
         if options.get("autotune"):
             options, emitted = self._autotuned(prepared, example_inputs, options)
-        elif self.spec.target in HOST_CODE_TARGETS:
-            emitted = _Emitted(prepared.graph, self.name, input_alignment(example_inputs))
         vmfb = self._compile(prepared.graph, options, emitted)
         runner = self._load(vmfb, prepared, options)
         if self.spec.empty_dispatch_fails:
