@@ -141,11 +141,16 @@ def _block(lib: Any):
 _GPT = GPTConfig(block_size=64, vocab_size=512, n_layer=2, n_head=4, n_embd=128)
 
 
-def _gpt(lib: Any):
+def _gpt_forward(lib: Any, cfg: GPTConfig, seed: int, tokens: tuple[int, int]):
+    """The logits of ``cfg``'s GPT (seeded weights, eval mode) for random token ids of shape ``tokens``."""
     lib.manual_seed(0)
-    model = build_gpt(lib, _GPT).eval()
-    idx = lib.tensor(np.random.default_rng(4).integers(0, _GPT.vocab_size, (4, 64)))
+    model = build_gpt(lib, cfg).eval()
+    idx = lib.tensor(np.random.default_rng(seed).integers(0, cfg.vocab_size, tokens))
     return (lambda i: model(i)[0]), (idx,), model
+
+
+def _gpt(lib: Any):
+    return _gpt_forward(lib, _GPT, seed=4, tokens=(4, 64))
 
 
 def _cnn(lib: Any):
@@ -220,10 +225,7 @@ _GPT2 = GPTConfig(block_size=1024, vocab_size=50257, n_layer=12, n_head=12, n_em
 
 
 def _gpt2(lib: Any):
-    lib.manual_seed(0)
-    model = build_gpt(lib, _GPT2).eval()
-    idx = lib.tensor(np.random.default_rng(13).integers(0, _GPT2.vocab_size, (1, 128)))
-    return (lambda i: model(i)[0]), (idx,), model
+    return _gpt_forward(lib, _GPT2, seed=13, tokens=(1, 128))
 
 
 CASES = {

@@ -207,15 +207,24 @@ def test_cpu_programs_read_tensors_tensorplay_made_in_place():
     np.testing.assert_allclose(y.numpy(), x.numpy() * 2 + 1, rtol=1e-6)
 
 
+def _as_numpy_places_it(a):
+    """A copy of ``a`` 16 bytes past a 64-byte boundary, where numpy's large allocations start
+    (a smaller one lands wherever malloc puts it, 64-byte aligned one time in four)."""
+    raw = np.empty(a.nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + 16
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 @pytest.mark.iree
 def test_cpu_programs_read_numpys_own_arrays_in_place():
     # numpy's large allocations start 16 bytes past 64-byte alignment: CPU programs are
     # compiled to assume 16 (their functions say so in their reflection), so tp.from_numpy of
     # a user's array is read where it is on every call; a 4-byte offset is still copied
     rng = np.random.default_rng(2)
-    a, b = rng.standard_normal((256, 96)).astype(np.float32), rng.standard_normal((96, 80)).astype(np.float32)
-    assert a.ctypes.data % runtime.storage.ALIGNMENT != 0 or b.ctypes.data % runtime.storage.ALIGNMENT != 0
-    assert a.ctypes.data % 16 == 0 and b.ctypes.data % 16 == 0
+    a = _as_numpy_places_it(rng.standard_normal((256, 96)).astype(np.float32))
+    b = _as_numpy_places_it(rng.standard_normal((96, 80)).astype(np.float32))
     compiled = tp.compiler.compile(lambda x, w: (x @ w).sin() + x.sum(1, keepdim=True), backend="iree-cpu")
     x, w = tp.from_numpy(a), tp.from_numpy(b)
     compiled(x, w)
@@ -233,6 +242,18 @@ def test_cpu_programs_read_numpys_own_arrays_in_place():
     np.testing.assert_allclose(y.numpy(), np.sin(a @ b) + a.sum(1, keepdims=True), rtol=2e-5, atol=2e-5)
 
 
+def _training_step(model, opt):
+    """A training step of ``model`` (cross-entropy loss) with ``opt``: forward, backward, update."""
+    def step(x, y):
+        loss = tp.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 @pytest.mark.iree
 def test_a_compiled_step_first_called_with_numpys_arrays_updates_in_place_and_equals_eager():
     # a training step (its state updates tied to their inputs by a wrapper function) compiled
@@ -240,20 +261,11 @@ def test_a_compiled_step_first_called_with_numpys_arrays_updates_in_place_and_eq
     def setup():
         tp.manual_seed(5)
         model = tp.nn.Sequential(tp.nn.Linear(256, 64), tp.nn.Tanh(), tp.nn.Linear(64, 4))
-        opt = tp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-        def step(x, y):
-            loss = tp.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return step
+        return _training_step(model, tp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9))
 
     rng = np.random.default_rng(4)
-    xs = rng.standard_normal((64, 256)).astype(np.float32)
-    assert xs.ctypes.data % runtime.storage.ALIGNMENT != 0 and xs.nbytes > runtime.storage.IN_PLACE_MIN_BYTES
+    xs = _as_numpy_places_it(rng.standard_normal((64, 256)).astype(np.float32))
+    assert xs.nbytes > runtime.storage.IN_PLACE_MIN_BYTES
     ys = rng.integers(0, 4, 64)
     compiled, eager = tp.compiler.compile(setup(), backend="iree-cpu"), setup()
     for _ in range(3):
@@ -273,16 +285,7 @@ def test_a_compiled_step_passes_its_updated_state_back_without_copies():
     def setup():
         tp.manual_seed(3)
         model = tp.nn.Sequential(tp.nn.Linear(64, 96), tp.nn.GELU(), tp.nn.Linear(96, 4))
-        opt = tp.optim.AdamW(model.parameters(), lr=1e-2)
-
-        def step(x, y):
-            loss = tp.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
-
-        return model, step
+        return model, _training_step(model, tp.optim.AdamW(model.parameters(), lr=1e-2))
 
     model, step = setup()
     eager_model, eager_step = setup()
