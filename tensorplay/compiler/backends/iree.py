@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ...dialects.tp.graph import Graph
 from .. import _logging, tracedir
 from . import cache, donation, probe
@@ -68,11 +66,10 @@ def lowering_pipeline(t: IreeTarget) -> str:
     return pipeline_with_options(LOWERING_PIPELINE, {"convert-tp-to-linalg": t.lowering_options})
 
 
-def lower_to_linalg(module: Any, graph_name: str, backend: str, input_alignment: int = CPU_INPUT_ALIGNMENT) -> str:
+def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     """Run the backend's lowering pipeline on ``module``; returns the lowered MLIR text (with
-    locations, so IREE's diagnostics point at the user's code). For the CPU targets,
-    ``input_alignment`` below 64 compiles code that assumes only that alignment of its
-    arguments (:data:`_HOST_RESOURCES`)."""
+    locations, so IREE's diagnostics point at the user's code). For the CPU targets, the code
+    assumes only CPU_INPUT_ALIGNMENT of its arguments (:data:`_HOST_RESOURCES`)."""
     from ...dialects.tp import mlir as M
     from ...passes import PipelineError, run_pipeline
 
@@ -95,7 +92,7 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str, input_alignment:
             f"  what to do: compile with backend='eager' to run the graph through the reference "
             f"implementations meanwhile, and report the reproducer above",
             backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
-    host_code = TARGETS[backend].target in HOST_CODE_TARGETS and input_alignment < 64
+    host_code = TARGETS[backend].target in HOST_CODE_TARGETS
     if host_code:
         _declare_alignment(module)
     donated = donation.apply(module, graph_name)
@@ -286,14 +283,14 @@ class _Emitted:
     """A graph's tp MLIR (the cache key) and its linalg lowering, made on first need and once,
     however many pipelines compile it."""
 
-    def __init__(self, graph: Graph, backend: str, alignment: int = CPU_INPUT_ALIGNMENT):
+    def __init__(self, graph: Graph, backend: str):
         from ...dialects.tp import mlir as M
 
         self._module = tp_mlir(graph)
-        self._name, self._backend, self._alignment = graph.name, backend, alignment
+        self._name, self._backend = graph.name, backend
         self.key = M.print_module(self._module)
-        if alignment < 64 and TARGETS[backend].target in HOST_CODE_TARGETS:
-            self.key += f"\n// arguments aligned to {alignment} bytes\n"
+        if TARGETS[backend].target in HOST_CODE_TARGETS:  # (apart from programs compiled for 64)
+            self.key += f"\n// arguments aligned to {CPU_INPUT_ALIGNMENT} bytes\n"
         self._text: str | None = None
         scope = tracedir.current()
         if scope is not None:
@@ -301,7 +298,7 @@ class _Emitted:
 
     def linalg_text(self) -> str:
         if self._text is None:
-            self._text = lower_to_linalg(self._module, self._name, self._backend, self._alignment)
+            self._text = lower_to_linalg(self._module, self._name, self._backend)
         return self._text
 
     def lowered(self) -> bool:
