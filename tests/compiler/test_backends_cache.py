@@ -117,7 +117,8 @@ def test_get_or_compile_recompiles_a_corrupt_entry(cache_dir, caplog):
         path.write_bytes(path.read_bytes()[:-3])                      # truncated by a crash
         assert cache.get_or_compile(key, compile_fn, what="graph 'g'") == b"fresh artifact"
     assert len(calls) == 2
-    assert cache.cache_stats() == {"hits": 1, "misses": 2, "compiles": 2, "corrupt": 1, "stale": 0, "writes": 2}
+    assert cache.cache_stats() == {"hits": 1, "misses": 2, "compiles": 2, "corrupt": 1, "stale": 0, "untrusted": 0,
+                                   "writes": 2}
     assert "cache miss: graph 'g'" in caplog.text and "cache hit: graph 'g'" in caplog.text
     assert "IREE compile: graph 'g' took" in caplog.text
     assert cache.load_entry(key) == b"fresh artifact"

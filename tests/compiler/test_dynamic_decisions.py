@@ -2,8 +2,10 @@
 first), decisions remembered on disk (a second process captures once and compiles nothing),
 and cache bundles (one file carries every artifact and decision to an empty cache)."""
 
+import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -149,14 +151,60 @@ def test_damaged_bundles_are_refused(own_cache, tmp_path):
     assert not [p for p in own_cache.iterdir() if p.name.endswith(cache.SUFFIX)]  # nothing half-installed
 
 
-def test_a_bundle_of_another_iree_installs_nothing(own_cache, tmp_path, monkeypatch, caplog):
+def test_a_bundle_of_another_iree_or_tensorplay_is_refused(own_cache, tmp_path, monkeypatch):
     info = _bundle(own_cache, tmp_path)
     cache.clear_cache()
-    monkeypatch.setitem(cache._versions, "iree", "another")
-    with caplog.at_level("WARNING", logger="tensorplay.compiler.perf"):
-        got = tp.compiler.load_cache_bundle(info["path"])
-    assert got["installed"] == 0 and any(d.startswith("iree:") for d in got["differences"])
-    assert "nothing installed" in caplog.text
+    with monkeypatch.context() as m:
+        m.setitem(cache._versions, "iree", "VERSION='3.12.0'")
+        with pytest.raises(ValueError, match=r"built by another IREE compiler or tensorplay \(iree: bundle .*, here "
+                                             r"\"VERSION='3\.12\.0'\"\): none of its 3 entries could be used here; "
+                                             r"nothing installed\. Build the bundle again"):
+            tp.compiler.load_cache_bundle(info["path"])
+    with monkeypatch.context() as m:
+        m.setitem(cache._versions, "tp", "0.0.1+0123456789abcdef")
+        with pytest.raises(ValueError, match=r"\(tensorplay: bundle .*, here '0\.0\.1\+0123456789abcdef'\)"):
+            tp.compiler.load_cache_bundle(info["path"])
+    assert not list(own_cache.glob("*" + cache.SUFFIX))
+
+
+def _rewrite_index(path, edit) -> None:
+    """Rewrite a bundle's index with ``edit(index)`` (the entries are kept)."""
+    data = open(path, "rb").read()
+    _, length = struct.unpack_from("<8sQ", data)
+    index = json.loads(data[16:16 + length])
+    edit(index)
+    head = json.dumps(index).encode()
+    open(path, "wb").write(data[:8] + struct.pack("<Q", len(head)) + head + data[16 + length:])
+
+
+def test_a_bundle_records_its_backends_and_refuses_one_this_install_lacks(own_cache, tmp_path):
+    info = _bundle(own_cache, tmp_path)
+    assert info["backends"] == ["iree-cpu"]
+    _, length = struct.unpack_from("<8sQ", open(info["path"], "rb").read())
+    index = json.loads(open(info["path"], "rb").read()[16:16 + length])
+    assert sorted(str(e["backend"]) for e in index["entries"]) == ["None", "iree-cpu", "iree-cpu"]  # + the decision
+    cache.clear_cache()
+    _rewrite_index(info["path"], lambda i: i.update(backends=["iree-cpu", "iree-npu9"]))
+    with pytest.raises(ValueError, match=r"built for backend\(s\) iree-npu9, which this tensorplay does not have "
+                                         r"\(it has .*iree-cpu.*\); nothing installed"):
+        tp.compiler.load_cache_bundle(info["path"])
+    assert not list(own_cache.glob("*" + cache.SUFFIX))
+
+
+def test_a_pinned_digest_admits_only_that_bundle(own_cache, tmp_path):
+    info = _bundle(own_cache, tmp_path)
+    assert info["sha256"] == hashlib.sha256(open(info["path"], "rb").read()).hexdigest()
+    cache.clear_cache()
+    assert tp.compiler.load_cache_bundle(info["path"], sha256="SHA256:" + info["sha256"].upper())["installed"] == 3
+    cache.clear_cache()
+    _rewrite_index(info["path"], lambda i: i.update(note="copied"))  # the same entries, another file
+    with pytest.raises(ValueError, match=rf"has sha256 [0-9a-f]{{64}}, not the pinned {info['sha256']}: it is not "
+                                         r"the file you pinned .*nothing of it was loaded"):
+        tp.compiler.load_cache_bundle(info["path"], sha256=info["sha256"])
+    with pytest.raises(ValueError, match=r"sha256='abc' is not a sha256 digest"):
+        tp.compiler.load_cache_bundle(info["path"], sha256="abc")
+    assert not list(own_cache.glob("*" + cache.SUFFIX))
+    assert tp.compiler.load_cache_bundle(info["path"])["installed"] == 3  # unpinned, the edited index still loads
 
 
 def test_function_ids_follow_the_code():

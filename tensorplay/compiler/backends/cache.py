@@ -14,6 +14,17 @@ The cache never makes a compile fail: a folder that cannot be written (read-only
 regular file, a full disk) gives one warning per folder and process, and compiles go on
 without storing their artifacts.
 
+An entry is native code that the next compiled call runs, so the cache trusts only what its
+user alone can write (docs/security.md). On POSIX the folders it creates get mode 0700 and an
+existing folder is used only when this user owns it, its group and others cannot write it,
+and no folder above it lets another user replace it (owned by this user or root, and not
+writable by group or others unless sticky, as /tmp is); otherwise one warning per folder and
+process names the folder and the fix, and compiles go on without the cache. An entry is read
+only when it is a regular file (never through a symbolic link) that this user owns and only
+this user can write; any other is deleted with a warning and compiled again.
+``TENSORPLAY_CACHE_SHARED=1`` turns both checks off for a cache shared on purpose: it trusts
+everyone who can write there (entries then get the folder's read and write bits).
+
 ``TENSORPLAY_CACHE_DIR`` chooses the folder (default ``$XDG_CACHE_HOME/tensorplay`` or
 ``~/.cache/tensorplay``); ``TENSORPLAY_CACHE=0`` turns the cache off.
 """
@@ -27,6 +38,7 @@ import json
 import os
 import platform
 import re
+import stat
 import struct
 import tempfile
 import threading
@@ -45,7 +57,7 @@ except ImportError:  # not on Windows: the thread lock and atomic replace still 
 
 __all__ = ["cache_dir", "cache_enabled", "cache_key", "load_entry", "store_entry", "get_or_compile",
            "clear_cache", "cache_stats", "reset_cache_stats", "iree_compiler_version", "host_target",
-           "note_used", "save_cache_bundle", "load_cache_bundle", "MAGIC", "BUNDLE_MAGIC"]
+           "note_used", "save_cache_bundle", "load_cache_bundle", "cache_shared", "MAGIC", "BUNDLE_MAGIC"]
 
 MAGIC = b"TPVMFB2\n"
 #: the entry format before the record of who wrote it: read as stale, never as corrupt
@@ -56,7 +68,7 @@ SUFFIX = ".vmfb.tpc"
 
 _log = get_logger("perf")
 _stats_lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0, "compiles": 0, "corrupt": 0, "stale": 0, "writes": 0}
+_stats = {"hits": 0, "misses": 0, "compiles": 0, "corrupt": 0, "stale": 0, "untrusted": 0, "writes": 0}
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
 #: keys of the entries this process loaded or wrote (what a cache bundle carries)
@@ -76,8 +88,141 @@ def cache_dir() -> Path:
     return Path(base) / "tensorplay"
 
 
+def _flag(name: str, default: str) -> bool:
+    return os.environ.get(name, default).strip().lower() not in ("", "0", "off", "false", "no")
+
+
 def cache_enabled() -> bool:
-    return os.environ.get("TENSORPLAY_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+    return _flag("TENSORPLAY_CACHE", "1")
+
+
+def cache_shared() -> bool:
+    """Whether the user declared the cache folder shared (``TENSORPLAY_CACHE_SHARED=1``): its
+    entries are then trusted whoever wrote them."""
+    return _flag("TENSORPLAY_CACHE_SHARED", "0")
+
+
+#: checks of ownership and modes apply where the OS has them
+_POSIX = os.name == "posix" and hasattr(os, "geteuid")
+_SHARED_HINT = ("to share a cache on purpose, set TENSORPLAY_CACHE_SHARED=1, which trusts everyone who can write "
+                "there")
+
+
+def _owner(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"user {pwd.getpwuid(uid).pw_name!r} (uid {uid})"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _untrusted_folder(folder: Path) -> tuple[str, str] | None:
+    """Why another user could place entries in ``folder`` (an existing directory), and the fix;
+    None when only this user (or root) can."""
+    me = os.geteuid()
+    st = os.stat(folder)
+    if st.st_uid != me:
+        return (f"it is owned by {_owner(st.st_uid)}, not by you",
+                "point TENSORPLAY_CACHE_DIR at a folder of your own")
+    if st.st_mode & 0o022:
+        return (f"its group or other users can write to it (mode {stat.S_IMODE(st.st_mode):o})",
+                f"run chmod 700 {folder}")
+    above = Path(os.path.realpath(folder)).parent
+    for parent in (above, *above.parents):
+        try:
+            st = os.stat(parent)
+        except OSError:
+            continue
+        if st.st_uid not in (me, 0):
+            return (f"the folder above it, {parent}, is owned by {_owner(st.st_uid)}, who can replace it",
+                    "point TENSORPLAY_CACHE_DIR at a folder whose parents only you or root own")
+        if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+            return (f"the folder above it, {parent}, can be written by its group or other users (mode "
+                    f"{stat.S_IMODE(st.st_mode):o}, not sticky), who can replace it",
+                    f"run chmod go-w {parent}, or point TENSORPLAY_CACHE_DIR elsewhere")
+    return None
+
+
+def _make_private(folder: Path) -> None:
+    """Create ``folder`` and the missing folders above it with mode 0700 (0777 less the umask
+    when the cache is shared)."""
+    missing = []
+    path = folder
+    while not path.exists():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o777 if cache_shared() else 0o700)
+        except FileExistsError:
+            pass
+    if not folder.is_dir():
+        os.mkdir(folder)  # (a regular file there: FileExistsError, which store_entry reports)
+
+
+def _usable(folder: Path, *, create: bool) -> bool:
+    """Whether entries may be read from and written to ``folder``: created private when
+    ``create`` (an existing one of this user is made private too); one that another user
+    could write to is refused with one warning per folder and process. OSErrors of creating
+    it propagate (the callers warn about unwritable folders)."""
+    if create:
+        _make_private(folder)
+    if not _POSIX or cache_shared() or not folder.is_dir():
+        return True
+    why = _untrusted_folder(folder)
+    if why is not None:
+        _warn_once(folder, "tensorplay compile cache: not using %s: %s. Compiled programs are native code that "
+                           "compiled calls run, so the cache is used only where no other user can write; compiling "
+                           "goes on without the cache (this warning is given once per folder). To fix: %s; %s",
+                   folder, why[0], why[1], _SHARED_HINT)
+        return False
+    st = os.stat(folder)
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        try:
+            os.chmod(folder, 0o700)  # this user's own folder from before: made private
+        except OSError:
+            pass
+    return True
+
+
+def _refuse_entry(path: Path, why: str) -> None:
+    _count("untrusted")
+    _log.warning("tensorplay compile cache: entry %s in %s refused (%s; an entry is read only when it is a regular "
+                 "file that you own and only you can write): deleted, compiling again", path.name, path.parent, why)
+    _unlink(path)
+
+
+def _read_trusted(path: Path) -> bytes | None:
+    """The bytes of the entry file ``path``, or None when it is not one this user alone wrote
+    (refused and deleted with a warning). Never follows a symbolic link."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if path.is_symlink():  # (ELOOP on Linux and macOS, EMLINK on FreeBSD)
+            _refuse_entry(path, f"a symbolic link to {os.readlink(path)}")
+            return None
+        raise
+    try:
+        st = os.fstat(fd)
+        why = None
+        if not stat.S_ISREG(st.st_mode):
+            why = "not a regular file"
+        elif _POSIX and not cache_shared():
+            if st.st_uid != os.geteuid():
+                why = f"owned by {_owner(st.st_uid)}"
+            elif st.st_mode & 0o022:
+                why = f"its group or other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
+        if why is not None:
+            _refuse_entry(path, why)
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def note_used(key: str) -> None:
@@ -199,9 +344,13 @@ def _entry_path(key: str) -> Path:
     return cache_dir() / f"{key}{SUFFIX}"
 
 
-def _record(key: str) -> dict[str, str]:
-    """Who writes an entry: its key and the versions that produced it."""
-    return {"key": key, "iree": iree_compiler_version(), "tensorplay": _tensorplay_version()}
+def _record(key: str, backend: str | None = None) -> dict[str, str]:
+    """Who writes an entry: its key, the versions that produced it and, for a program or an
+    autotune choice, the backend it is for."""
+    record = {"key": key, "iree": iree_compiler_version(), "tensorplay": _tensorplay_version()}
+    if backend:
+        record["backend"] = backend
+    return record
 
 
 def _warn_once(folder: Path, message: str, *args: Any) -> None:
@@ -240,8 +389,11 @@ def load_entry(key: str) -> bytes | None:
     IREE compiler and tensorplay versions of this process."""
     path = _entry_path(key)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if not path.parent.is_dir() or not _usable(path.parent, create=False):
+            return None
+        data = _read_trusted(path)
+        if data is None:
+            return None
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -289,15 +441,17 @@ def _write_all(f: Any, data: bytes) -> None:
     f.write(data)
 
 
-def store_entry(key: str, payload: bytes) -> Path | None:
+def store_entry(key: str, payload: bytes, *, backend: str | None = None) -> Path | None:
     """Write an entry atomically; returns its path, or None when the folder cannot be written
     (read-only, not a folder, full: warned once per folder; the temporary file is removed)."""
     folder = cache_dir()
     tmp: str | None = None
-    record = json.dumps(_record(key), sort_keys=True).encode()
+    record = json.dumps(_record(key, backend), sort_keys=True).encode()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)
+        if not _usable(folder, create=True):
+            return None
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)  # (mode 0600)
+        _share(fd, folder)
         with os.fdopen(fd, "wb") as f:
             digest = hashlib.sha256(record)
             digest.update(payload)
@@ -327,6 +481,13 @@ def store_entry(key: str, payload: bytes) -> Path | None:
     return path
 
 
+def _share(fd: int, folder: Path) -> None:
+    """In a shared cache, give the new entry ``fd`` the read and write bits of ``folder``
+    (a group folder's entries are the group's)."""
+    if _POSIX and cache_shared():
+        os.fchmod(fd, stat.S_IMODE(os.stat(folder).st_mode) & 0o666)
+
+
 class _KeyLock:
     """Held while one key is looked up and compiled: a thread lock plus, where available, an
     exclusive ``flock`` on ``<key>.lock`` so other processes wait instead of compiling too."""
@@ -341,8 +502,8 @@ class _KeyLock:
         self._thread_lock.acquire()
         if fcntl is not None:
             try:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                                   0o666 if cache_shared() else 0o600)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             except OSError:
                 self._fd = None
@@ -358,10 +519,11 @@ class _KeyLock:
         self._thread_lock.release()
 
 
-def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str) -> bytes:
+def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str, backend: str | None = None) -> bytes:
     """The cached artifact of ``key``, or ``compile_fn()`` stored under it. ``what`` names
-    the graph and backend in the perf log."""
-    if not cache_enabled():
+    the graph and backend in the perf log; ``backend`` is recorded in the entry (a cache
+    bundle lists the backends of its entries)."""
+    if not cache_enabled() or not _usable_for_compiles():
         return _timed_compile(compile_fn, what)
     with _KeyLock(key):
         start = time.perf_counter()
@@ -377,10 +539,19 @@ def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str) -> b
         _count("misses")
         _log.info("cache miss: %s (%s)", what, key[:12])
         payload = _timed_compile(compile_fn, what)
-        if store_entry(key, payload) is not None:
+        if store_entry(key, payload, backend=backend) is not None:
             note_used(key)
         tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": False})
         return payload
+
+
+def _usable_for_compiles() -> bool:
+    """Whether the cache folder may be used (created private if missing). A folder that
+    cannot be created is left to :func:`store_entry` to warn about."""
+    try:
+        return _usable(cache_dir(), create=True)
+    except OSError:
+        return True
 
 
 def _timed_compile(compile_fn: Callable[[], bytes], what: str) -> bytes:
@@ -411,108 +582,4 @@ def clear_cache() -> int:
     return removed
 
 
-BUNDLE_MAGIC = b"TPBUNDL1"
-_BUNDLE_HEADER = struct.Struct("<8sQ")  # magic, length of the JSON index that follows
-
-
-def _machine() -> dict[str, str]:
-    return {"host": host_target(), "iree": iree_compiler_version(), "tensorplay": _tensorplay_version()}
-
-
-def save_cache_bundle(path: str | os.PathLike) -> dict[str, Any]:
-    """Write every cache entry this process loaded or wrote (compiled programs, autotune
-    choices, automatic dynamic decisions) into the one file ``path``, atomically, for
-    :func:`load_cache_bundle` on another machine or in an empty cache folder. Returns
-    ``{"path", "entries", "bytes", "machine"}``."""
-    target = Path(os.fspath(path))
-    with _used_lock:
-        keys = list(_used)
-    index, blobs = [], []
-    for key in keys:
-        try:
-            data = _entry_path(key).read_bytes()
-        except OSError:
-            continue  # deleted since (clear_cache, or stale): nothing to carry
-        index.append({"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        blobs.append(data)
-    head = json.dumps({"machine": _machine(), "entries": index}, sort_keys=True).encode()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_BUNDLE_HEADER.pack(BUNDLE_MAGIC, len(head)) + head)
-            for blob in blobs:
-                f.write(blob)
-        os.replace(tmp, target)
-    except BaseException:
-        _unlink(Path(tmp))
-        raise
-    size = target.stat().st_size
-    _log.info("cache bundle %s: %d entries, %d bytes", target, len(index), size)
-    return {"path": str(target), "entries": len(index), "bytes": size, "machine": _machine()}
-
-
-def load_cache_bundle(path: str | os.PathLike) -> dict[str, Any]:
-    """Install the entries of a bundle written by :func:`save_cache_bundle` into this
-    process's cache folder (each written atomically; entries already there are kept).
-
-    A bundle from another IREE compiler or tensorplay (version or lowering code) installs
-    nothing: none of its entries could be used. One from another CPU installs everything,
-    but programs compiled for the host CPU (``iree-cpu``) are keyed by that CPU and compile
-    again here. Returns ``{"entries", "installed", "present", "differences"}`` where
-    ``differences`` names what differs from this machine. A file that is not a whole bundle
-    is a ``ValueError``."""
-    source = Path(os.fspath(path))
-    data = source.read_bytes()
-    if len(data) < _BUNDLE_HEADER.size or data[:8] != BUNDLE_MAGIC:
-        raise ValueError(f"load_cache_bundle: {source} is not a tensorplay cache bundle (no {BUNDLE_MAGIC!r} "
-                         "header); write one with tp.compiler.save_cache_bundle(path)")
-    _, head_len = _BUNDLE_HEADER.unpack_from(data)
-    try:
-        head = json.loads(data[_BUNDLE_HEADER.size:_BUNDLE_HEADER.size + head_len].decode())
-        entries, machine = head["entries"], head["machine"]
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise ValueError(f"load_cache_bundle: {source} has an unreadable index: the file is damaged; "
-                         "write the bundle again") from None
-    offset = _BUNDLE_HEADER.size + head_len
-    if offset + sum(e["size"] for e in entries) != len(data):
-        raise ValueError(f"load_cache_bundle: {source} holds {len(data) - offset} bytes of entries, its index "
-                         f"says {sum(e['size'] for e in entries)}: the file is truncated or damaged")
-    here = _machine()
-    differences = [f"{field}: bundle {machine.get(field)!r}, here {here[field]!r}"
-                   for field in ("host", "iree", "tensorplay") if machine.get(field) != here[field]]
-    info = {"entries": len(entries), "installed": 0, "present": 0, "differences": differences}
-    if machine.get("iree") != here["iree"] or machine.get("tensorplay") != here["tensorplay"]:
-        _log.warning("cache bundle %s was written by another IREE compiler or tensorplay (%s): none of its %d "
-                     "entries could be used here, nothing installed", source, "; ".join(differences), len(entries))
-        return info
-    if differences:
-        _log.warning("cache bundle %s comes from another CPU (%s): programs compiled for its host CPU will compile "
-                     "again here", source, "; ".join(differences))
-    blobs = []
-    for e in entries:  # every entry is checked before any is installed
-        blob = data[offset:offset + e["size"]]
-        offset += e["size"]
-        key = str(e["key"])
-        if not re.fullmatch(r"[0-9a-f]{64}", key) or hashlib.sha256(blob).hexdigest() != e["sha256"]:
-            raise ValueError(f"load_cache_bundle: entry {key[:16]} of {source} does not match its checksum: "
-                             "the file is damaged; write the bundle again")
-        blobs.append((key, blob))
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    for key, blob in blobs:
-        dest = _entry_path(key)
-        if dest.exists():
-            info["present"] += 1
-            continue
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, dest)
-        except BaseException:
-            _unlink(Path(tmp))
-            raise
-        info["installed"] += 1
-    _log.info("cache bundle %s: %d entries installed, %d already present", source, info["installed"], info["present"])
-    return info
+from .bundles import BUNDLE_MAGIC, load_cache_bundle, save_cache_bundle  # noqa: E402  (they use this module)

@@ -267,7 +267,7 @@ def compile_cached(key_mlir: str, lowered: Callable[[], str], flags: Sequence[st
     def build() -> bytes:
         return compile_mlir(lowered(), flags, backend=backend, name=name, what=what)
 
-    return cache.get_or_compile(key, build, what=f"{what} {name!r} for {backend}")
+    return cache.get_or_compile(key, build, what=f"{what} {name!r} for {backend}", backend=backend)
 
 
 def _cache_target(t: IreeTarget, flags: Sequence[str] = ()) -> str:
@@ -529,7 +529,8 @@ class IreeBackend:
                       "; ".join(f"{c} {1e3 * s:.3f} ms" for s, c in timings))
             return json.dumps(timings[0][1], sort_keys=True).encode()
 
-        choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}"))
+        choice = json.loads(cache.get_or_compile(key, tune, what=f"autotune of {prepared.graph.name!r}",
+                                                 backend=self.name))
         _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
         return validate_options(choice), emitted
 
