@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import hashlib
 import io
 import logging
 import os
@@ -797,6 +798,23 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str
         name = name or os.path.splitext(os.path.basename(os.fspath(source)))[0]
     check_archive(data, name)
     return Program(data, device, name=name)
+
+
+def check_sha256(data: bytes, pinned: str | None, label: str) -> None:
+    """Refuse ``data`` unless its sha256 is ``pinned`` (64 hexadecimal digits, optionally
+    prefixed ``sha256:``; None pins nothing): a file fetched from elsewhere is native code to
+    run only if it is the one its author published. ``label`` names the caller and file."""
+    if pinned is None:
+        return
+    expected = str(pinned).strip().lower().removeprefix("sha256:")
+    if not re.fullmatch(r"[0-9a-f]{64}", expected):
+        raise ValueError(f"{label}: sha256={pinned!r} is not a sha256 digest (64 hexadecimal digits, as `sha256sum` "
+                         "prints them)")
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise ValueError(f"{label} has sha256 {actual}, not the pinned {expected}: it is not the file you pinned "
+                         "(damaged, replaced, or another build), and nothing of it was loaded. Fetch it again, or "
+                         "pin the digest of the file you mean to trust")
 
 
 def release_all() -> None:
