@@ -1,7 +1,9 @@
 """Bad input ends in a named error that says what was wrong and what to do, never in IREE's
 raw status text: compiled calls with arguments the function rejects, exported modules called
-with the wrong arguments, damaged or foreign ``.vmfb`` and ``.irpa`` files, signatures edited
-inside a vmfb (refused before anything is evaluated), and compile caches that cannot be
+with the wrong arguments, damaged or foreign ``.vmfb`` and ``.irpa`` files, damaged
+``.safetensors`` files and ``tp.save`` checkpoints (and PyTorch pickles given to any of their
+loaders: refused, never unpickled), signatures edited inside a vmfb (refused before anything
+is evaluated), and compile caches that cannot be
 written or hold entries of another IREE version (compiles go on, with one warning).
 
 Every case is one record of ``CASES``: a name, a callable that builds the bad input and
@@ -12,12 +14,15 @@ warning) and a regex on the message (or on that warning).
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
+import stat
 import struct
 import warnings
 import zipfile
@@ -40,7 +45,7 @@ from tensorplay.runtime.program import load_vm_module
 from tensorplay.runtime.signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature
 
 pytest.importorskip("iree.compiler")
-pytest.importorskip("iree.runtime")
+iree_rt = pytest.importorskip("iree.runtime")
 
 
 @dataclass(frozen=True)
@@ -325,6 +330,47 @@ def cache_entry_of_another_key(env: Env) -> None:
     assert cache.cache_stats()["compiles"] - before["compiles"] == 1
 
 
+def cache_others_can_write(env: Env) -> None:
+    folder = env.tmp / "open-cache"
+    folder.mkdir()
+    folder.chmod(0o777)
+    compile_with_cache_at(env, folder)
+
+
+def cache_of_another_user(env: Env) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root (chown)")
+    folder = env.tmp / "their-cache"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 65534, 65534)
+    compile_with_cache_at(env, folder)
+
+
+def _recompiled_after(env: Env, entry: Path, eager: Callable, x: Any) -> None:
+    """A fresh compile of the same graph finds ``entry`` refused, compiles and stores its own."""
+    before = cache.cache_stats()
+    (compiled, _), _ = _programs()
+    np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy())
+    after = cache.cache_stats()
+    assert (after["untrusted"] - before["untrusted"], after["compiles"] - before["compiles"]) == (1, 1)
+    assert entry.is_file() and not entry.is_symlink() and stat.S_IMODE(entry.stat().st_mode) == 0o600
+
+
+def cache_entry_others_can_write(env: Env) -> None:
+    entry, eager, x = _entry_of_one_compile(env)
+    entry.chmod(0o666)
+    _recompiled_after(env, entry, eager, x)
+
+
+def cache_entry_linked_outside(env: Env) -> None:
+    entry, eager, x = _entry_of_one_compile(env)
+    outside = env.tmp / "planted.vmfb.tpc"
+    entry.rename(outside)  # a valid entry for the key, reached through a link
+    entry.symlink_to(outside)
+    _recompiled_after(env, entry, eager, x)
+    assert outside.is_file()
+
+
 # -- the table ----------------------------------------------------------------------------------
 
 SIG = r"forward\(input: float32\[2, 4\]\) -> float32\[2, 3\]"
@@ -332,6 +378,9 @@ DYN = r"forward\(input: float32\[batch, 4\]\) -> float32\[batch, 3\]"
 DAMAGED = r"not a loadable IREE VM flatbuffer \(\d+ bytes, {}\): {}.*copy or save it again"
 REFUSED = r"edited: the tensorplay\.signature of function 'forward' is refused: size check .*{}"
 IRPA = r"m: .*m\.irpa \(\d+ bytes\) is not a readable IREE parameter archive \(\.irpa\): {}.*write it again"
+ST = r"^tensorplay\.safetensors\.load_file: '.*w\.safetensors' \(\d+ bytes\) is not a valid safetensors file: {}"
+CKPT = r"^tp\.load: '.*c\.tp' {}"
+UNPICKLE = r"tensorplay never unpickles files \(that could run code from them\): load it with torch\.load"
 
 
 def _plain(env: Env) -> Any:
@@ -396,6 +445,11 @@ CASES = [
     Case("exported: object array", lambda e: e.art.static_module.forward(np.array([[object()] * 4] * 2)), TypeError,
          SIG + r": argument 'input' has dtype object, expected float32"),
     # damaged and foreign vmfbs
+    Case("vmfb: not the pinned digest", lambda e: runtime.load(e.art.static, sha256="0" * 64), ValueError,
+         r"^runtime\.load: .*\.vmfb has sha256 [0-9a-f]{64}, not the pinned 0{64}: it is not the file you pinned "
+         r"\(damaged, replaced, or another build\), and nothing of it was loaded"),
+    Case("vmfb: a pin that is no digest", lambda e: runtime.load(e.art.static, sha256="md5:abc"), ValueError,
+         r"^runtime\.load: .*\.vmfb: sha256='md5:abc' is not a sha256 digest"),
     Case("vmfb: truncated to half", lambda e: runtime.load(e.write("half.vmfb", e.art.static.read_bytes()[:4000])),
          ValueError, DAMAGED.format("half", r"the file is truncated or damaged")),
     Case("vmfb: last bytes cut off", lambda e: runtime.load(e.write("cut.vmfb", e.art.static.read_bytes()[:-10])),
@@ -517,6 +571,158 @@ CASES = [
          lambda e: runtime.load(e.beside(_edited_archive_name(e))), ValueError,
          r"the tensorplay\.module record of function 'forward' is refused: the parameter archive must be a file "
          r"name \(no folders\), got '\.\./w\.irpa'"),
+    Case("irpa: a safetensors file read directly",
+         lambda e: runtime.load_parameters(e.write("w.safetensors", _st_bytes())), ValueError,
+         r"w\.safetensors is a safetensors file, not an IREE parameter archive \(\.irpa\); read it with "
+         r"tensorplay\.safetensors\.load_file$"),
+    Case("irpa: a PyTorch checkpoint read directly", lambda e: runtime.load_parameters(e.write("w.irpa", _torch_zip())),
+         ValueError, r"w\.irpa is a PyTorch checkpoint \(torch\.save\), not an IREE parameter archive \(\.irpa\); "
+                     + UNPICKLE),
+    Case("irpa: a PyTorch checkpoint as parameters=",
+         lambda e: runtime.load(e.art.external, parameters=e.write("w.pt", _torch_zip())), ValueError,
+         r"w\.pt \(\d+ bytes\) is not an IREE parameter archive \(\.irpa\): it is a PyTorch checkpoint "
+         r"\(torch\.save\)\. Write the parameters with ExportedProgram\.save_parameters"),
+    Case("irpa: a folder", lambda e: runtime.load_parameters(e.tmp), IsADirectoryError,
+         r"is a folder; pass the parameter archive \(\.irpa\) file in it$"),
+    Case("irpa: entry metadata not JSON", lambda e: runtime.load_parameters(_irpa_entry(e, "TENSORv0:{oops")),
+         ValueError, r"w\.irpa: parameter 'w' cannot be read: its TENSORv0 metadata is not valid JSON \('\{oops'\)\. "
+                     r"The archive is damaged or was written by another tool; write it again"),
+    Case("irpa: entry metadata of an object dtype",
+         lambda e: runtime.load_parameters(_irpa_entry(e, 'TENSORv0:{"dtype": "object", "shape": [3]}')),
+         ValueError, r"parameter 'w' cannot be read: its metadata names dtype 'object', which is no tensor dtype"),
+    Case("irpa: entry metadata larger than the entry",
+         lambda e: runtime.load_parameters(_irpa_entry(e, 'TENSORv0:{"dtype": "float32", "shape": [4]}')),
+         ValueError, r"parameter 'w' cannot be read: its metadata says float32\[4\] \(16 bytes\), but it holds 12 "
+                     r"bytes"),
+    # damaged safetensors files (tensorplay.safetensors.load_file / load)
+    Case("safetensors: empty", lambda e: _st_load(e, b""), ValueError,
+         ST.format(r"the file is empty \(0 bytes\)\. It was not written completely")),
+    Case("safetensors: truncated in the data", lambda e: _st_load(e, _st_bytes()[:-8]), ValueError,
+         ST.format(r"the data_offsets \[12, 60\] of tensor 'w' run past the end of its data section \(52 bytes\)\. "
+                   r"The file is truncated or damaged: download or save it again$")),
+    Case("safetensors: truncated header", lambda e: _st_load(e, _st_bytes()[:20]), ValueError,
+         ST.format(r"its header length field says \d+ bytes, but only 12 bytes follow it\. The file is truncated, "
+                   r"or not a safetensors file")),
+    Case("safetensors: shorter than the length field", lambda e: _st_load(e, _st_bytes()[:5]), ValueError,
+         ST.format(r"it has 5 bytes, fewer than the 8 of the header length field")),
+    Case("safetensors: header length past the end",
+         lambda e: _st_load(e, struct.pack("<Q", 2 ** 40) + _st_bytes()[8:]), ValueError,
+         ST.format(r"its header length field says 1099511627776 bytes, but only \d+ bytes follow it")),
+    Case("safetensors: header not JSON", lambda e: _st_load(e, struct.pack("<Q", 8) + b"{broken}"), ValueError,
+         ST.format(r"its 8-byte header is not valid JSON \(Expecting property name enclosed in double quotes at "
+                   r"character 1\)")),
+    Case("safetensors: header not an object", lambda e: _st_load(e, _st_file([1, 2])), ValueError,
+         ST.format(r"its header is a JSON array, not an object naming each tensor")),
+    Case("safetensors: data offsets past the file",
+         lambda e: _st_load(e, _st_file({"w": _st_entry("F32", [3, 4], 0, 48)}, 40)), ValueError,
+         ST.format(r"the data_offsets \[0, 48\] of tensor 'w' run past the end of its data section \(40 bytes\)")),
+    Case("safetensors: overlapping tensors",
+         lambda e: _st_load(e, _st_file({"a": _st_entry("F32", [2], 0, 8), "b": _st_entry("F32", [2], 4, 12)}, 12)),
+         ValueError, ST.format(r"tensors 'a' and 'b' overlap \(both hold bytes 4 to 8 of the data\)\. The file was "
+                               r"not written by a safetensors writer")),
+    Case("safetensors: bytes that belong to no tensor",
+         lambda e: _st_load(e, _st_file({"a": _st_entry("F32", [1], 4, 8)}, 8)), ValueError,
+         ST.format(r"bytes 0 to 4 of the data belong to no tensor")),
+    Case("safetensors: bytes after the last tensor", lambda e: _st_load(e, _st_bytes() + b"junk"), ValueError,
+         ST.format(r"4 bytes follow the last tensor's data \(the format allows none\)\. The file was damaged or "
+                   r"appended to")),
+    Case("safetensors: offsets that do not match dtype and shape",
+         lambda e: _st_load(e, _st_file({"w": _st_entry("F32", [3], 0, 16)}, 16)), ValueError,
+         ST.format(r"tensor 'w' is F32\[3\] \(12 bytes\), but its data_offsets \[0, 16\] hold 16 bytes")),
+    Case("safetensors: negative size", lambda e: _st_load(e, _st_file({"w": _st_entry("F32", [-1], 0, 4)}, 4)),
+         ValueError, ST.format(r"tensor 'w' has shape \[-1\]; a shape is a list of non-negative ints")),
+    Case("safetensors: no data offsets", lambda e: _st_load(e, _st_file({"w": {"dtype": "F32", "shape": [1]}}, 4)),
+         ValueError, ST.format(r"tensor 'w' has data_offsets None; they are \[begin, end\] byte offsets")),
+    Case("safetensors: unknown dtype", lambda e: _st_load(e, _st_file({"w": _st_entry("Q7", [2], 0, 8)}, 8)),
+         ValueError, ST.format(r"tensor 'w' has dtype 'Q7', which is no safetensors dtype \(one of BOOL, U8")),
+    Case("safetensors: a dtype tensorplay lacks",
+         lambda e: _st_load(e, _st_file({"w": _st_entry("F8_E4M3", [2], 0, 2)}, 2)), TypeError,
+         r"^tensorplay\.safetensors\.load_file: tensor 'w' has dtype F8_E4M3, which tensorplay has no dtype for; "
+         r"supported: F64, F32"),
+    Case("safetensors: metadata that is not strings",
+         lambda e: _st_load(e, _st_file({"__metadata__": {"epoch": 3}, "w": _st_entry("F32", [1], 0, 4)}, 4)),
+         ValueError, ST.format(r"its __metadata__ is \{'epoch': 3\}, not an object of strings")),
+    Case("safetensors: a PyTorch checkpoint", lambda e: _st_load(e, _torch_zip()), ValueError,
+         ST.format(r"it is a PyTorch checkpoint \(torch\.save\); " + UNPICKLE)),
+    Case("safetensors: a legacy PyTorch pickle", lambda e: _st_load(e, _pickle_payload(e)), ValueError,
+         ST.format(r"it is a Python pickle \(such as PyTorch's legacy torch\.save format\); " + UNPICKLE)),
+    Case("safetensors: the bytes of a tensorplay checkpoint", lambda e: _st().load(_checkpoint_bytes()), ValueError,
+         r"^tensorplay\.safetensors\.load: the \d+ bytes are not a valid safetensors file: it is a tensorplay "
+         r"checkpoint \(tp\.save\); read it with tp\.load\.$"),
+    Case("safetensors: a folder", lambda e: _st().load_file(e.tmp), IsADirectoryError,
+         r"load_file: '.*' is a folder; pass one of its \.safetensors files"),
+    Case("safetensors: no such file", lambda e: _st().load_file(e.tmp / "nothing.safetensors"), FileNotFoundError,
+         r"^tensorplay\.safetensors\.load_file: no such file: '.*nothing\.safetensors'$"),
+    # damaged tensorplay checkpoints (tp.load)
+    Case("checkpoint: empty", lambda e: tp.load(e.write("c.tp", b"")), ValueError,
+         CKPT.format(r"is empty \(0 bytes\): it was not written completely; save it again with tp\.save$")),
+    Case("checkpoint: truncated", lambda e: tp.load(e.write("c.tp", _checkpoint_bytes()[:-30])), ValueError,
+         CKPT.format(r"is a zip archive that is truncated or damaged \(its directory at the end is missing or "
+                     r"unreadable\); save it again")),
+    Case("checkpoint: not a zip", lambda e: tp.load(e.write("c.tp", b"weights, honestly")), ValueError,
+         CKPT.format(r"is not a tensorplay checkpoint \(not a zip archive\); tp\.load reads only files tp\.save "
+                     r"wrote$")),
+    Case("checkpoint: a zip without tensorplay.json",
+         lambda e: tp.load(e.write("c.tp", _zip({"weights.bin": b"\0" * 8}))), ValueError,
+         CKPT.format(r"is a zip archive without tensorplay\.json: not a tensorplay checkpoint")),
+    Case("checkpoint: index not JSON",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(**{"tensorplay.json": b'{"format": '}))), ValueError,
+         CKPT.format(r"has a tensorplay\.json that is not valid JSON \(Expecting value at character 11\): the file "
+                     r"was edited or damaged")),
+    Case("checkpoint: index not an object",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(**{"tensorplay.json": b"[1, 2]"}))), ValueError,
+         CKPT.format(r"has a tensorplay\.json that is not a checkpoint index \(an object with format, version and "
+                     r"root\)")),
+    Case("checkpoint: another version", lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(version=2))), ValueError,
+         CKPT.format(r"has format 'tensorplay-checkpoint' version 2; this tensorplay reads 'tensorplay-checkpoint' "
+                     r"version 1; save it with this tensorplay$")),
+    Case("checkpoint: a tensor id without data",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(**{"tensors/1.npy": None}))), ValueError,
+         CKPT.format(r"is damaged: the tensor at root\['opt'\]\[0\]\['m'\] is tensor 1, but the archive has no "
+                     r"tensors/1\.npy: the file was written incompletely or edited; save it again with tp\.save$")),
+    Case("checkpoint: a tensor id that is not an int",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(edit=lambda w: w.__setitem__("id", "0")))), ValueError,
+         CKPT.format(r"is damaged: the tensor at root\['w'\] has id '0'; ids are non-negative ints")),
+    Case("checkpoint: an unknown dtype",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(edit=lambda w: w.__setitem__("dtype", "complex64")))),
+         ValueError, CKPT.format(r"is damaged: the tensor at root\['w'\] has dtype 'complex64', which is no "
+                                 r"tensorplay dtype \(bool, uint8")),
+    Case("checkpoint: a shape that disagrees with the data",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(edit=lambda w: w.__setitem__("shape", [4, 3])))),
+         ValueError, CKPT.format(r"is damaged: tensor 0 holds float32\[3, 4\], the index says float32\[4, 3\]: the "
+                                 r"file was changed")),
+    Case("checkpoint: truncated tensor data",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(**{"tensors/0.npy": _npy(np.ones((3, 4),
+                                                                                          np.float32))[:-8]}))),
+         ValueError, CKPT.format(r"is damaged: tensors/0\.npy \(the tensor at root\['w'\]\) has 40 bytes of data, its "
+                                 r"float32\[3, 4\] needs 48: the file is truncated or was changed")),
+    Case("checkpoint: tensor data that is not .npy",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(**{"tensors/0.npy": b"\0" * 48}))), ValueError,
+         CKPT.format(r"is damaged: tensors/0\.npy \(the tensor at root\['w'\]\) is not a \.npy array \(it does not "
+                     r"start with the \.npy magic bytes\)")),
+    Case("checkpoint: a pickled object array", lambda e: tp.load(e.write("c.tp", _checkpoint_with_pickle(e))),
+         ValueError, CKPT.format(r"is damaged: tensors/0\.npy \(the tensor at root\['w'\]\) holds pickled Python "
+                                 r"objects \(dtype object\), which tp\.load never unpickles \(that could run code "
+                                 r"from the file\)")),
+    Case("checkpoint: a malformed entry",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes(root={"$": "dict", "items": [["k", 1, 2]]}))),
+         ValueError, CKPT.format(r"is damaged: the dict at root has an item \['k', 1, 2\]; items are \[key, value\] "
+                                 r"pairs with str or int keys")),
+    Case("checkpoint: a damaged zip member",
+         lambda e: tp.load(e.write("c.tp", _checkpoint_bytes().replace(b"tensorplay-checkpoint",
+                                                                       b"tensorplay-checkpoinT"))),
+         ValueError, CKPT.format(r"is a damaged zip archive \(Bad CRC-32 for file 'tensorplay\.json'\); save it "
+                                 r"again")),
+    Case("checkpoint: a PyTorch checkpoint", lambda e: tp.load(e.write("c.tp", _torch_zip())), ValueError,
+         CKPT.format(r"is a PyTorch checkpoint \(torch\.save\), not a tensorplay checkpoint; " + UNPICKLE)),
+    Case("checkpoint: a legacy PyTorch pickle", lambda e: tp.load(e.write("c.tp", _pickle_payload(e))), ValueError,
+         CKPT.format(r"is a Python pickle \(such as PyTorch's legacy torch\.save format\), not a tensorplay "
+                     r"checkpoint; " + UNPICKLE)),
+    Case("checkpoint: a safetensors file", lambda e: tp.load(e.write("c.tp", _st_bytes())), ValueError,
+         CKPT.format(r"is a safetensors file, not a tensorplay checkpoint; read it with "
+                     r"tensorplay\.safetensors\.load_file$")),
+    Case("checkpoint: no such file", lambda e: tp.load(e.tmp / "c.tp"), FileNotFoundError,
+         r"^tp\.load: no such file: '.*c\.tp'$"),
     # compile caches that cannot be used: compiles go on, with one warning per folder
     Case("cache: folder under a regular file", cache_under_a_file, None,
          r"^tensorplay compile cache: cannot write to .*not-a-folder/cache \(Not a directory\); compiled programs "
@@ -531,6 +737,20 @@ CASES = [
     Case("cache: entry of another IREE version", cache_entry_of_another_iree, None,
          r"^cache entry \w+\.vmfb\.tpc was not used \(written for another IREE compiler: \"VERSION='3\.12\.0'.*\): "
          r"deleted, compiling again$"),
+    Case("cache: folder others can write", cache_others_can_write, None,
+         r"^tensorplay compile cache: not using .*open-cache: its group or other users can write to it \(mode 777\)\. "
+         r"Compiled programs are native code .*To fix: run chmod 700 .*open-cache; to share a cache on purpose, set "
+         r"TENSORPLAY_CACHE_SHARED=1, which trusts everyone who can write there$"),
+    Case("cache: folder of another user", cache_of_another_user, None,
+         r"^tensorplay compile cache: not using .*their-cache: it is owned by .*uid 65534.*, not by you\. .*To fix: "
+         r"point TENSORPLAY_CACHE_DIR at a folder of your own"),
+    Case("cache: entry others can write", cache_entry_others_can_write, None,
+         r"^tensorplay compile cache: entry \w+\.vmfb\.tpc in .*cache refused \(its group or other users can write "
+         r"to it \(mode 666\); an entry is read only when it is a regular file that you own and only you can "
+         r"write\): deleted, compiling again$"),
+    Case("cache: entry linked to a file outside", cache_entry_linked_outside, None,
+         r"^tensorplay compile cache: entry \w+\.vmfb\.tpc in .*cache refused \(a symbolic link to "
+         r".*planted\.vmfb\.tpc; an entry is read only when"),
     Case("cache: entry renamed to another key", cache_entry_of_another_key, None,
          r"^cache entry \w+\.vmfb\.tpc was not used \(written for another key: '\w+', this process has '\w+'\)"),
 ]
@@ -563,6 +783,102 @@ def _edited_archive_name(env: Env) -> Path:
     return env.write("ext-edited.vmfb", data)
 
 
+# -- weight files: safetensors, checkpoints, PyTorch's pickles ------------------------------------
+
+class _Marker:
+    """Unpickling this object creates the file ``path``: a pickle that runs code when loaded."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _pickle_payload(env: Env) -> bytes:
+    """A pickle that creates ``env.tmp / "ran"`` when unpickled (as a legacy torch.save file is a
+    pickle, protocol 2)."""
+    return pickle.dumps({"w": _Marker(env.tmp / "ran")}, protocol=2)
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _torch_zip(payload: bytes = b"\x80\x02}q\x00.") -> bytes:
+    """A file laid out as torch.save writes it: a zip whose ``<name>/data.pkl`` is a pickle."""
+    return _zip({"archive/data.pkl": payload, "archive/byteorder": b"little", "archive/version": b"3\n"})
+
+
+def _st() -> Any:
+    pytest.importorskip("safetensors")
+    from tensorplay import safetensors
+
+    return safetensors
+
+
+def _st_bytes() -> bytes:
+    """A valid safetensors file: b float32[3] at bytes 0-12 and w float32[3, 4] at 12-60."""
+    return _st().save({"w": tp.ones(3, 4), "b": tp.zeros(3)})
+
+
+def _st_entry(dtype: str, shape: list[int], begin: int, end: int) -> dict:
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+def _st_file(header: Any, data_size: int = 0) -> bytes:
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + bytes(data_size)
+
+
+def _st_load(env: Env, data: bytes) -> Any:
+    return _st().load_file(env.write("w.safetensors", data))
+
+
+def _npy(array: np.ndarray, allow_pickle: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=allow_pickle)
+    return buffer.getvalue()
+
+
+def _checkpoint_bytes(version: int = 1, root: Any = None, edit: Callable[[dict], Any] | None = None,
+                      **members: bytes | None) -> bytes:
+    """A checkpoint of {"w": float32[3, 4], "opt": {0: {"step": 3, "m": float32[2]}}}, with its
+    index's ``version`` or ``root`` replaced, ``edit`` applied to w's index entry, and the given
+    members replaced (None: left out)."""
+    buffer = io.BytesIO()
+    tp.save({"w": tp.ones(3, 4), "opt": {0: {"step": 3, "m": tp.zeros(2)}}}, buffer)
+    with zipfile.ZipFile(io.BytesIO(buffer.getvalue())) as z:
+        contents = {name: z.read(name) for name in z.namelist()}
+    index = json.loads(contents["tensorplay.json"])
+    index["version"] = version
+    if edit is not None:
+        edit(index["root"]["items"][0][1])
+    if root is not None:
+        index["root"] = root
+    contents["tensorplay.json"] = json.dumps(index).encode()
+    contents.update(members)
+    return _zip({name: data for name, data in contents.items() if data is not None})
+
+
+def _checkpoint_with_pickle(env: Env) -> bytes:
+    """A checkpoint whose first tensor's .npy holds a pickled object array that creates
+    ``env.tmp / "ran"`` when unpickled."""
+    return _checkpoint_bytes(**{"tensors/0.npy": _npy(np.array([_Marker(env.tmp / "ran")], dtype=object), True)})
+
+
+def _irpa_entry(env: Env, metadata: str) -> Path:
+    """An archive with one 12-byte entry 'w' carrying ``metadata``."""
+    index = iree_rt.ParameterIndex()
+    index.add_buffer("w", np.zeros(12, np.uint8), metadata=metadata)
+    index.create_archive_file(str(env.tmp / "w.irpa"))
+    return env.tmp / "w.irpa"
+
+
 # -- the test -----------------------------------------------------------------------------------
 
 #: what IREE's own status text looks like: a C source location, a status code, its call stack
@@ -591,13 +907,60 @@ def test_bad_input_ends_in_a_clear_error(case, env, caplog):
     assert re.search(case.match, message), message
     assert type(error) is not RuntimeError and not type(error).__module__.startswith("iree")
     assert not RAW_IREE.search(message), message
-    assert error.__cause__ is None or not type(error.__cause__).__module__.startswith("iree")
+    raw = ("iree", "safetensors", "zipfile", "json")  # library errors that must not be what the user sees
+    assert error.__cause__ is None or not type(error.__cause__).__module__.startswith(raw)
 
 
 def test_the_table_covers_every_kind_of_bad_input():
     groups = {c.name.split(":")[0] for c in CASES}
-    assert groups == {"compiled", "exported", "vmfb", "irpa", "signature", "module record", "cache"}
+    assert groups == {"compiled", "exported", "vmfb", "irpa", "signature", "module record", "cache", "safetensors",
+                      "checkpoint"}
     assert len({c.name for c in CASES}) == len(CASES)
+
+
+#: files that run code when unpickled, and how to unpickle each (to show that it would)
+PICKLED = {
+    "a pickle (legacy torch.save)": (_pickle_payload, pickle.loads),
+    "a torch.save zip": (lambda e: _torch_zip(_pickle_payload(e)),
+                         lambda data: pickle.loads(zipfile.ZipFile(io.BytesIO(data)).read("archive/data.pkl"))),
+    "a checkpoint with a pickled .npy": (_checkpoint_with_pickle, lambda data: np.load(
+        io.BytesIO(zipfile.ZipFile(io.BytesIO(data)).read("tensors/0.npy")), allow_pickle=True)),
+}
+WEIGHT_LOADERS = {
+    "tp.load": tp.load,
+    "safetensors.load_file": lambda path: _st().load_file(path),
+    "safetensors.load": lambda path: _st().load(path.read_bytes()),
+    "runtime.load_parameters": runtime.load_parameters,
+}
+
+
+@pytest.mark.parametrize("loader", WEIGHT_LOADERS)
+@pytest.mark.parametrize("payload", PICKLED)
+def test_loading_weight_files_never_runs_code_from_them(payload, loader, tmp_path, monkeypatch):
+    """Each file holds a pickle whose loading creates a marker file; every loader refuses it
+    with a ValueError saying what the file is, and the marker never appears."""
+    env = Env(SimpleNamespace(), tmp_path, monkeypatch)
+    build, unpickle = PICKLED[payload]
+    data = build(env)
+    marker = tmp_path / "ran"
+    unpickle(data)  # the payload is live: unpickling it does run its code
+    assert marker.exists()
+    marker.unlink()
+    with pytest.raises(ValueError, match=r"is a Python pickle|is a PyTorch checkpoint|never unpickles|is a "
+                                         r"tensorplay checkpoint") as info:
+        WEIGHT_LOADERS[loader](env.write("weights.bin", data))
+    assert "weights.bin" in str(info.value) or loader == "safetensors.load"
+    assert not marker.exists()
+
+
+@pytest.mark.iree
+def test_a_vmfb_with_the_pinned_digest_loads(env):
+    digest = hashlib.sha256(env.art.static.read_bytes()).hexdigest()
+    pinned = runtime.load(env.art.static, sha256=digest)
+    unpinned = runtime.load(env.art.static)
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(pinned.forward(x), unpinned.forward(x))
+    assert runtime.load(env.art.static.read_bytes(), sha256=f"SHA256:{digest.upper()}") is not None
 
 
 @pytest.mark.iree

@@ -108,7 +108,8 @@ def test_bad_input_gives_clear_errors(tmp_path, monkeypatch):
         tps.save({"step": 3})
     with pytest.raises(TypeError, match="metadata must be a dict of str to str"):
         tps.save({"a": tp.ones(2)}, metadata={"epoch": 3})
-    with pytest.raises(ValueError, match="tensorplay.safetensors.load: not a valid safetensors file"):
+    with pytest.raises(ValueError, match=r"tensorplay\.safetensors\.load: the 22 bytes are not a valid safetensors "
+                                         r"file: its header length field says \d+ bytes, but only 14 bytes follow it"):
         tps.load(b"not a safetensors file")
     (tmp_path / "bad.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{broken}")
     with pytest.raises(ValueError, match="is not a valid safetensors file"):
@@ -127,3 +128,29 @@ def test_bad_input_gives_clear_errors(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "safetensors.numpy", None)
     with pytest.raises(ImportError, match=r"load_file needs the safetensors package.*tensorplay\[weights\]"):
         tps.load_file(tmp_path / "w.safetensors")
+
+
+def test_the_header_checks_accept_every_layout_pytorch_writes(tmp_path):
+    """Loading checks each header before the data is read; files safetensors.torch wrote with
+    odd sizes (bool and int8 tensors of 3 and 5 bytes, then wider ones), empty and 0-d
+    tensors and metadata pass them unchanged."""
+    theirs = {"flags": torch.tensor([True, False, True]), "codes": torch.arange(5, dtype=torch.int8),
+              "w": torch.arange(6, dtype=torch.float64).reshape(2, 3), "none": torch.zeros(0, 4),
+              "step": torch.tensor(7, dtype=torch.int64), "h": torch.ones(3, dtype=torch.float16)}
+    safetensors_torch.save_file(theirs, tmp_path / "t.safetensors", metadata={"epoch": "3"})
+    for ours in (tps.load_file(tmp_path / "t.safetensors"), tps.load((tmp_path / "t.safetensors").read_bytes())):
+        assert sorted(ours) == sorted(theirs)
+        for k, v in theirs.items():
+            assert tuple(ours[k].shape) == tuple(v.shape), k
+            np.testing.assert_array_equal(ours[k].numpy(), v.numpy(), err_msg=k)
+
+
+@pytest.mark.parametrize("zip_format", [True, False], ids=["zip", "legacy pickle"])
+def test_a_pytorch_pt_file_is_refused_by_name_without_unpickling(tmp_path, zip_format):
+    torch.save({"w": torch.ones(2)}, tmp_path / "model.pt", _use_new_zipfile_serialization=zip_format)
+    kind = r"a PyTorch checkpoint \(torch\.save\)" if zip_format else r"a Python pickle \(such as PyTorch's legacy"
+    with pytest.raises(ValueError, match=rf"load_file: '.*model\.pt' \(\d+ bytes\) is not a valid safetensors file: "
+                                         rf"it is {kind}.*torch\.load\(path, weights_only=True\)"):
+        tps.load_file(tmp_path / "model.pt")
+    with pytest.raises(ValueError, match=rf"tp\.load: '.*model\.pt' is {kind}.*, not a tensorplay checkpoint"):
+        tp.load(tmp_path / "model.pt")

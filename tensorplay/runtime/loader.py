@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import program as _program
-from .program import BACKEND_DRIVERS, Program, check_archive, iree_reason, normalize_driver
+from .program import BACKEND_DRIVERS, Program, check_archive, check_sha256, iree_reason, normalize_driver
 from .signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, numpy_dtype
 
 __all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters"]
@@ -63,39 +63,84 @@ def _add_array(index: Any, key: str, value: Any) -> None:
 
 
 def load_parameters(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The arrays of a parameter archive, by key (copies; the file is not kept open)."""
+    """The arrays of a parameter archive, by key (copies; the file is not kept open). A
+    damaged archive, or a file of another format, is a ValueError naming the file."""
+    where = os.fspath(path)
+    if os.path.isfile(where):
+        from .file_kinds import describe_kind, file_kind
+
+        kind = file_kind(where)
+        if kind not in (None, "irpa"):  # IREE would read a safetensors or GGUF file as raw bytes
+            what, how = describe_kind(kind)
+            raise ValueError(f"{where} is {what}, not an IREE parameter archive (.irpa); {how}")
     index = _rt().ParameterIndex()
     _load_index(index, path)
-    return {key: _entry_array(key, entry, path).copy() for key, entry in index.items()}
+    return {key: _entry_array(key, entry, where).copy() for key, entry in index.items()}
+
+
+_REWRITE = "write it again (ExportedProgram.save_parameters or tensorplay.runtime.save_parameters)"
 
 
 def _load_index(index: Any, path: str | os.PathLike, label: str | None = None) -> None:
     """``index.load(path)``; an archive IREE cannot parse (truncated, not an archive) is a
     ValueError saying which file and why, a missing one a FileNotFoundError."""
     where = os.fspath(path)
+    prefix = f"{label}: " if label else ""
     if not os.path.exists(where):
-        raise FileNotFoundError(f"{label + ': ' if label else ''}no parameter archive at {where}")
+        raise FileNotFoundError(f"{prefix}no parameter archive at {where}")
+    if os.path.isdir(where):
+        raise IsADirectoryError(f"{prefix}{where} is a folder; pass the parameter archive (.irpa) file in it")
     try:
         index.load(where)
     except (RuntimeError, ValueError, IndexError, OSError) as exc:
         size = os.path.getsize(where)
+        from .file_kinds import describe_kind, file_kind
+
+        kind = file_kind(where) if size else None
+        if kind not in (None, "irpa", "safetensors", "gguf"):  # the last two: formats IREE reads
+            raise ValueError(f"{prefix}{where} ({size} bytes) is not an IREE parameter archive (.irpa): it is "
+                             f"{describe_kind(kind)[0]}. Write the parameters with "
+                             f"ExportedProgram.save_parameters or tensorplay.runtime.save_parameters") from None
         reason = "the file is empty" if size == 0 else f"IREE says: {iree_reason(exc)}"
-        raise ValueError(f"{label + ': ' if label else ''}{where} ({size} bytes) is not a readable IREE parameter "
-                         f"archive (.irpa): {reason}. It is truncated, damaged or not an archive; write it "
-                         f"again (ExportedProgram.save_parameters or tensorplay.runtime.save_parameters)") from None
+        raise ValueError(f"{prefix}{where} ({size} bytes) is not a readable IREE parameter "
+                         f"archive (.irpa): {reason}. It is truncated, damaged or not an archive; "
+                         f"{_REWRITE}") from None
 
 
-def _archive_spec(entry: Any) -> tuple[str, tuple[int, ...]] | None:
-    """(dtype name, shape) recorded in an archive entry's tensor metadata, when it has some
-    this runtime reads."""
+class _BadMetadata(Exception):
+    """An archive entry whose tensor metadata cannot be read (what is wrong with it)."""
+
+
+def _metadata_spec(entry: Any) -> tuple[str, tuple[int, ...]] | None:
+    """(dtype name, shape) in an entry's tensor metadata; None for an entry without any (an
+    archive written by other tools: raw bytes); _BadMetadata when it is there but unreadable."""
     fmt, _, body = bytes(entry.metadata).decode(errors="replace").partition(":")
     if fmt not in (_PARAMETER_FORMAT, "PYTORCH") or not body:
         return None
     try:
         d = json.loads(body)
-        numpy_dtype(str(d["dtype"]))
-        return str(d["dtype"]), tuple(int(s) for s in d["shape"])
-    except (ValueError, KeyError, TypeError, ImportError):
+    except (ValueError, RecursionError):
+        raise _BadMetadata(f"its {fmt} metadata is not valid JSON ({body[:60]!r})") from None
+    if not isinstance(d, dict):
+        raise _BadMetadata(f"its {fmt} metadata is {body[:60]!r}, not a JSON object")
+    name, shape = d.get("dtype"), d.get("shape")
+    try:
+        dtype = numpy_dtype(name) if isinstance(name, str) else None
+    except (TypeError, ValueError, ImportError):
+        dtype = None
+    if dtype is None or (dtype.kind not in "biufc" and name != "bfloat16"):
+        raise _BadMetadata(f"its metadata names dtype {repr(name)[:40]}, which is no tensor dtype")
+    if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+        raise _BadMetadata(f"its metadata gives shape {str(shape)[:60]}, not a list of non-negative ints")
+    return name, tuple(shape)
+
+
+def _archive_spec(entry: Any) -> tuple[str, tuple[int, ...]] | None:
+    """(dtype name, shape) recorded in an archive entry's tensor metadata, when it has some
+    this runtime reads."""
+    try:
+        return _metadata_spec(entry)
+    except _BadMetadata:
         return None
 
 
@@ -105,13 +150,19 @@ def _entry_array(key: str, entry: Any, where: Any) -> np.ndarray:
         raw = np.tile(raw, entry.length // max(1, raw.size))
     else:
         raw = np.asarray(entry.file_view).view(np.uint8)
-    meta = bytes(entry.metadata).decode(errors="replace")
-    fmt, _, body = meta.partition(":")
-    if fmt not in (_PARAMETER_FORMAT, "PYTORCH") or not body:
-        return raw  # an archive written by other tools without tensor metadata: raw bytes
-    d = json.loads(body)
-    dtype = numpy_dtype(d["dtype"])
-    return raw.view(dtype).reshape([int(s) for s in d["shape"]])
+    try:
+        spec = _metadata_spec(entry)
+        if spec is None:
+            return raw  # an archive written by other tools without tensor metadata: raw bytes
+        dtype = numpy_dtype(spec[0])
+        nbytes = int(np.prod(spec[1], dtype=np.int64)) * dtype.itemsize
+        if nbytes != raw.size:
+            raise _BadMetadata(f"its metadata says {spec[0]}[{', '.join(map(str, spec[1]))}] ({nbytes} bytes), "
+                               f"but it holds {raw.size} bytes")
+    except _BadMetadata as e:
+        raise ValueError(f"{os.fspath(where)}: parameter {key!r} cannot be read: {e}. The archive is damaged or "
+                         f"was written by another tool; {_REWRITE}") from None
+    return raw.view(dtype).reshape(spec[1])
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -381,8 +432,12 @@ def _find_archive(source_path: str | None, recorded: str | None) -> str | None:
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str | None = None, *,
          parameters: str | os.PathLike | Mapping[str, Any] | None = None,
-         name: str | None = None) -> ExportedModule:
+         name: str | None = None, sha256: str | None = None) -> ExportedModule:
     """Load a vmfb (a path or its bytes) on ``device``.
+
+    A vmfb is native code that runs in this process: load only files you trust. ``sha256``
+    pins the file's digest (as ``sha256sum`` prints it): a vmfb with another digest is refused
+    before anything of it is read by IREE.
 
     ``device`` is a runtime driver or alias (``local-task``/``cpu``, ``local-sync``,
     ``vulkan``, ``cuda``, ``hip``/``rocm``); by default the one matching the backend the
@@ -402,5 +457,6 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview, device: str
             data = f.read()
         name = name or os.path.splitext(os.path.basename(path))[0]
         source_path = os.path.abspath(path)
+    check_sha256(data, sha256, f"runtime.load: {source_path or name or 'the vmfb bytes'}")
     return ExportedModule(data, device, name=name, parameters=parameters, source_path=source_path)
 
