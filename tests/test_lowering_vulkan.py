@@ -86,7 +86,8 @@ def _vulkan():
 
 def test_the_spirv_pipeline_is_the_registered_one_with_vulkans_lowering_options():
     assert LOWERING_PIPELINE_SPIRV == ("tp-optimize,convert-tp-to-linalg{float64=false int64-division=false "
-                                       "fuse-outer-reductions=false depthwise-conv=false},canonicalize,cse")
+                                       "fuse-outer-reductions=false depthwise-conv=false conv-by-columns=false},"
+                                       "canonicalize,cse")
     assert lowering_pipeline(TARGETS["iree-cpu"]) == "tp-to-linalg"
 
 

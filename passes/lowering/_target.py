@@ -27,6 +27,9 @@ class TargetTraits:
     #: ``linalg.depthwise_conv_2d_nchw_chw``; without it a depthwise convolution is a grouped one
     #: of one filter per group (IREE 3.13's SPIR-V code computes a strided depthwise one wrongly)
     depthwise_conv: bool = True
+    #: strided convolutions and those over few output positions lowered as gathered columns
+    #: times the filter matrix (CPU targets, where IREE's convolution code is slow for them)
+    conv_by_columns: bool = True
 
 
 _CURRENT: ContextVar[TargetTraits] = ContextVar("tp_lowering_target", default=TargetTraits())

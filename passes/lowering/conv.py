@@ -3,8 +3,9 @@
 ``tp.conv2d`` pads with ``tensor.pad`` and runs ``linalg.conv_2d_nchw_fchw`` (grouped:
 ``linalg.depthwise_conv_2d_nchw_chw`` or ``linalg.conv_2d_ngchw_gfchw`` over expanded
 shapes) into a zero accumulator of the compute dtype; with one input channel per group it
-is an elementwise sum over the kernel taps instead (see ``_by_taps``); bias and the rounding of half types
-share one broadcasting ``linalg.generic``. Pooling pads with the reduction's identity and
+is an elementwise sum over the kernel taps instead (see ``_by_taps``), and on CPU targets a
+strided one, or one over few output positions, is a matrix product of gathered columns (see
+``_by_columns``); bias and the rounding of half types share one broadcasting ``linalg.generic``. Pooling pads with the reduction's identity and
 uses ``linalg.pooling_nchw_max``/``pooling_nchw_sum``; ``tp.max_pool2d_with_indices`` is a
 ``linalg.generic`` reducing (value, flat index) pairs. ``tp.pad`` is ``tensor.pad`` (plus
 ``tensor.extract_slice`` for crops) or, in reflect, replicate and circular modes, a
@@ -27,7 +28,7 @@ from ...dialects.tp.ops.conv import windows_may_miss_input
 from ...dialects.tp.ops.elementwise import cast_array
 from ...dialects.tp.types import is_static
 from . import LowerCtx, lowers
-from ._builder import (beats, unpadded_strided_insert, cast_scalar, scalar_mul, collapse, const_scalar, dim_map, elem_type, empty, expand,
+from ._builder import (beats, fence, unpadded_strided_insert, cast_scalar, scalar_mul, collapse, const_scalar, dim_map, elem_type, empty, expand,
                        extremum_identity, filled, generic, identity_map, int_div, loop_index, match_type,
                        parallel, scalar_add, tensor_type)
 from ._sizes import Size, as_index, has_static_zero, index_add, index_const, sizes_of, split_sizes
@@ -143,8 +144,12 @@ def _window_generic(padded: ir.Value, dtype: dt.DType, kernel, stride, dilation,
                              "`tensor.expand_shape`) into a `linalg.fill` 0 accumulator (float32 for "
                              "half types); one input channel per group and at most 49 static kernel taps "
                              "(unit strides, or one group): a parallel `linalg.generic` summing one "
-                             "`tensor.extract_slice` of the input per tap times its weights; bias and "
-                             "rounding in one broadcasting `linalg.generic`")
+                             "`tensor.extract_slice` of the input per tap times its weights; on CPU "
+                             "targets a one-group convolution that is strided or has at most 64 output "
+                             "positions by columns: a `linalg.generic` gathering the windows, times the "
+                             "filter matrix (`linalg.matmul` over [c*kh*kw, n*oh*ow] columns and a "
+                             "transpose when c*kh*kw >= 256, else a contraction `linalg.generic`); bias "
+                             "and rounding in one broadcasting `linalg.generic`")
 def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
     x, w, bias = ctx.operands
     tx, tw, tb = ctx.in_types
@@ -176,6 +181,8 @@ def _conv2d(ctx: LowerCtx) -> list[ir.Value]:
         result = filled([n, o, oh, ow], acc_dtype, 0)
     elif _by_taps(cg, o, kh, kw, stride, groups, x_sizes):
         result = _conv_taps(x, w, [n, o, oh, ow], (kh, kw), groups, stride, dilation, dtype, acc_dtype)
+    elif groups == 1 and target().conv_by_columns and _by_columns([n, c, o, kh, kw, oh, ow], stride):
+        result = _conv_columns(x, w, [n, c, o, kh, kw, oh, ow], stride, dilation, dtype, acc_dtype)
     elif groups == 1:
         result = linalg.conv_2d_nchw_fchw(x, w, outs=[filled([n, o, oh, ow], acc_dtype, 0)], **geometry)
     elif cg == 1 and isinstance(o, int) and o == groups and target().depthwise_conv:
@@ -252,6 +259,67 @@ def _conv_taps(x: ir.Value, w: ir.Value, out_sizes: list[Size], kernel: tuple[in
 
     result = parallel(empty([n, groups, mult, oh, ow], acc_dtype), ins, body)
     return collapse(result, [[0], [1, 2], [3], [4]])
+
+
+#: the most output positions (oh * ow) a unit-stride convolution has to be lowered by columns
+COLUMNS_MAX_POSITIONS = 64
+#: the least reduction length (channels * kernel taps) for which the columns of a convolution
+#: with a kernel larger than 1x1 are multiplied as one matrix (``linalg.matmul``)
+MATMUL_MIN_REDUCTION = 256
+
+
+def _by_columns(sizes: Sequence[Size], stride: Sequence[int]) -> bool:
+    """Whether a one-group convolution of static sizes ``(n, c, o, kh, kw, oh, ow)`` is lowered
+    as gathered columns times the filter matrix (im2col) rather than as
+    ``linalg.conv_2d_nchw_fchw``. IREE 3.13's CPU code for the latter vectorizes along the
+    output width: strided convolutions ran 2-4x slower than by columns (a 1x1 stride-2 one 150x
+    slower) and unit-stride ones over a few output positions 2-5x slower, while unit-stride ones
+    over wide images ran 1.5-2x faster as convolutions (benchmarks/conv_layouts.py)."""
+    if not all(isinstance(s, int) for s in sizes):
+        return False
+    oh, ow = sizes[5], sizes[6]
+    return tuple(stride) != (1, 1) or oh * ow <= COLUMNS_MAX_POSITIONS
+
+
+def _conv_columns(x: ir.Value, w: ir.Value, sizes: Sequence[int], stride: Sequence[int],
+                  dilation: Sequence[int], dtype: dt.DType, acc_dtype: dt.DType) -> ir.Value:
+    """A one-group convolution of the padded input ``x`` [n, c, h, w] by ``w`` [o, c, kh, kw]
+    as a matrix product: a parallel ``linalg.generic`` gathers each output position's window
+    into columns, then the filter [o, c*kh*kw] multiplies them. With a long reduction over a
+    kernel larger than 1x1 the columns are laid out [c*kh*kw, n*oh*ow] for one ``linalg.matmul``
+    (data-tiled, microkernels) and the [o, n, oh*ow] product is transposed to NCHW; otherwise
+    they are [n, c*kh*kw, oh*ow] and one contraction ``linalg.generic`` writes NCHW directly."""
+    n, c, o, kh, kw, oh, ow = sizes
+    k, positions = c * kh * kw, oh * ow
+    d = [ir.AffineDimExpr.get(i) for i in range(6)]
+    as_matmul = k >= MATMUL_MIN_REDUCTION and kh * kw > 1
+    # iteration space (c, kh, kw, n, oh, ow) for the matmul layout, (n, c, kh, kw, oh, ow) otherwise
+    cc, ii, jj, nn, hh, ww = (d[0], d[1], d[2], d[3], d[4], d[5]) if as_matmul else \
+        (d[1], d[2], d[3], d[0], d[4], d[5])
+    window = ir.AffineMap.get(6, 0, [nn, cc, hh * stride[0] + ii * dilation[0], ww * stride[1] + jj * dilation[1]])
+    shape = [c, kh, kw, n, oh, ow] if as_matmul else [n, c, kh, kw, oh, ow]
+    columns = parallel(empty(shape, dtype), [(x, window)], lambda args: args[0])
+    filters = collapse(w, [[0], [1, 2, 3]])
+    if as_matmul:
+        product = linalg.matmul(filters, collapse(columns, [[0, 1, 2], [3, 4, 5]]),
+                                outs=[filled([o, n * positions], acc_dtype, 0)])
+        # fenced: IREE's global optimization would fold the transpose into the matmul, making
+        # it a contraction generic that gets neither data tiling nor the microkernels (3-8x slower)
+        by_image = expand(fence(product)[0], [[0], [1, 2]], [o, n, positions])
+        nchw = parallel(empty([n, o, positions], acc_dtype), [(by_image, dim_map(3, [1, 0, 2]))],
+                        lambda args: args[0])
+        return expand(nchw, [[0], [1], [2, 3]], [n, o, oh, ow])
+
+    def multiply_add(args: list[ir.Value]) -> list[ir.Value]:
+        f, col, acc = args
+        term = scalar_mul(cast_scalar(f, dtype, acc_dtype), cast_scalar(col, dtype, acc_dtype), acc_dtype)
+        return [scalar_add(acc, term, acc_dtype)]
+
+    # (n, o, position, k): out[n, o, p] += filters[o, k] * columns[n, k, p]
+    ins = [(filters, dim_map(4, [1, 3])), (collapse(columns, [[0], [1, 2, 3], [4, 5]]), dim_map(4, [0, 3, 2]))]
+    (product,) = generic(ins, [(filled([n, o, positions], acc_dtype, 0), dim_map(4, [0, 1, 2]))], multiply_add,
+                         reduced=[3])
+    return expand(product, [[0], [1], [2, 3]], [n, o, oh, ow])
 
 
 def _bias_and_round(acc: ir.Value, bias: ir.Value | None, sizes: list[Size], acc_dtype: dt.DType,

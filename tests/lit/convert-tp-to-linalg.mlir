@@ -1,8 +1,10 @@
 // RUN: tpc-opt %s -p convert-tp-to-linalg | filecheck %s
 // RUN: tpc-opt %s -p 'convert-tp-to-linalg{depthwise-conv=false}' | filecheck %s --check-prefix=GROUPED
+// RUN: tpc-opt %s -p 'convert-tp-to-linalg{conv-by-columns=false}' | filecheck %s --check-prefix=NATIVE
 
 // Broadcast operands are read through indexing maps; nothing is materialized.
 // CHECK-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[WIN:.*]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d3, d0, d1 + d4, d2 + d5)>
 // CHECK-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-DAG: #[[COL:.*]] = affine_map<(d0, d1) -> (d0, 0)>
 // CHECK-DAG: #[[KM:.*]] = affine_map<(d0, d1, d2) -> (d2, d0)>
@@ -114,12 +116,24 @@ func.func @heads_back_to_tokens(%att: tensor<2x4x8x8xf32>, %v: tensor<2x4x8x16xf
 // A window op reads its padded input only as far as its windows reach, (out - 1) * stride +
 // dilation * (kernel - 1) + 1 = 3 rows and columns here: the fourth is cut off, so that IREE,
 // dropping the unit output dims, infers the window loops from an input of the kernel's size.
+// A strided convolution (by default: conv-by-columns) gathers each output position's window
+// into columns [n, c*kh*kw, oh*ow] that one contraction multiplies by the filter matrix.
 // CHECK-LABEL: func.func @strided_conv_of_a_small_input
+// NATIVE-LABEL: func.func @strided_conv_of_a_small_input
 func.func @strided_conv_of_a_small_input(%x: tensor<1x4x2x2xf32>, %w: tensor<8x4x3x3xf32>) -> tensor<1x8x1x1xf32> {
   // CHECK: %[[P:.*]] = tensor.pad %arg0 low[0, 0, 1, 1] high[0, 0, 1, 1]
   // CHECK: } : tensor<1x4x2x2xf32> to tensor<1x4x4x4xf32>
   // CHECK-NEXT: %[[C:.*]] = tensor.extract_slice %[[P]][0, 0, 0, 0] [1, 4, 3, 3] [1, 1, 1, 1] : tensor<1x4x4x4xf32> to tensor<1x4x3x3xf32>
-  // CHECK: linalg.conv_2d_nchw_fchw {{.*}} ins(%[[C]], %arg1 : tensor<1x4x3x3xf32>, tensor<8x4x3x3xf32>)
+  // CHECK-NOT: linalg.conv_2d_nchw_fchw
+  // CHECK: %[[COLS:.*]] = linalg.generic {indexing_maps = [#[[WINDOW:.*]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[C]] : tensor<1x4x3x3xf32>) outs(%{{.*}} : tensor<1x4x3x3x1x1xf32>)
+  // CHECK: %[[F:.*]] = tensor.collapse_shape %arg1 {{\[}}[0], [1, 2, 3]] : tensor<8x4x3x3xf32> into tensor<8x36xf32>
+  // CHECK: %[[M:.*]] = tensor.collapse_shape %[[COLS]] {{\[}}[0], [1, 2, 3], [4, 5]] : tensor<1x4x3x3x1x1xf32> into tensor<1x36x1xf32>
+  // CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[F]], %[[M]] : tensor<8x36xf32>, tensor<1x36x1xf32>) outs(%{{.*}} : tensor<1x8x1xf32>)
+  // CHECK: arith.mulf
+  // CHECK-NEXT: arith.addf
+  // NATIVE: %[[P:.*]] = tensor.pad %arg0 low[0, 0, 1, 1] high[0, 0, 1, 1]
+  // NATIVE: %[[C:.*]] = tensor.extract_slice %[[P]][0, 0, 0, 0] [1, 4, 3, 3] [1, 1, 1, 1] : tensor<1x4x4x4xf32> to tensor<1x4x3x3xf32>
+  // NATIVE: linalg.conv_2d_nchw_fchw {{.*}} ins(%[[C]], %arg1 : tensor<1x4x3x3xf32>, tensor<8x4x3x3xf32>)
   %0 = "tp.conv2d"(%x, %w) {dilation = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 1, 1, 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x4x2x2xf32>, tensor<8x4x3x3xf32>) -> tensor<1x8x1x1xf32>
   return %0 : tensor<1x8x1x1xf32>
 }
@@ -142,4 +156,25 @@ func.func @strided_depthwise_conv(%x: tensor<1x4x9x9xf32>, %w: tensor<4x1x3x3xf3
   // GROUPED: linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, strides = dense<2> : tensor<2xi64>} ins(%{{.*}}, %{{.*}} : tensor<1x4x1x9x9xf32>, tensor<4x1x1x3x3xf32>)
   %0 = "tp.conv2d"(%x, %w) {dilation = array<i64: 1, 1>, groups = 4 : i64, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 0, 0, 0, 0>, stride = array<i64: 2, 2>} : (tensor<1x4x9x9xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x4x4xf32>
   return %0 : tensor<1x4x4x4xf32>
+}
+
+// A convolution over few output positions with a long reduction (c*kh*kw = 288 >= 256): its
+// columns are laid out [c*kh*kw, n*oh*ow] for one linalg.matmul (data tiling and microkernels
+// apply), fenced so that IREE does not fold the transpose back to NCHW into it; the window map
+// (WIN, checked at the top) reads the padded input at (n, c, oh + kh, ow + kw). Half types
+// accumulate in float32.
+// CHECK-LABEL: func.func @long_reduction_conv_by_matmul
+// NATIVE-LABEL: func.func @long_reduction_conv_by_matmul
+func.func @long_reduction_conv_by_matmul(%x: tensor<2x32x4x4xf16>, %w: tensor<16x32x3x3xf16>) -> tensor<2x16x4x4xf16> {
+  // CHECK: %[[COLS:.*]] = linalg.generic {indexing_maps = [#[[WIN]], #{{.*}}]{{.*}} outs(%{{.*}} : tensor<32x3x3x2x4x4xf16>)
+  // CHECK: %[[F:.*]] = tensor.collapse_shape %arg1 {{\[}}[0], [1, 2, 3]] : tensor<16x32x3x3xf16> into tensor<16x288xf16>
+  // CHECK: %[[M:.*]] = tensor.collapse_shape %[[COLS]] {{\[}}[0, 1, 2], [3, 4, 5]] : tensor<32x3x3x2x4x4xf16> into tensor<288x32xf16>
+  // CHECK: %[[PROD:.*]] = linalg.matmul ins(%[[F]], %[[M]] : tensor<16x288xf16>, tensor<288x32xf16>) outs(%{{.*}} : tensor<16x32xf32>)
+  // CHECK: %[[FENCED:.*]] = iree_tensor_ext.compute_barrier.start %[[PROD]]
+  // CHECK: tensor.expand_shape %[[FENCED]] {{\[}}[0], [1, 2]] output_shape [16, 2, 16]
+  // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x16x16xf32>)
+  // CHECK: arith.truncf %{{.*}} : f32 to f16
+  // NATIVE: linalg.conv_2d_nchw_fchw {{.*}} outs(%{{.*}} : tensor<2x16x4x4xf32>)
+  %0 = "tp.conv2d"(%x, %w) {dilation = array<i64: 1, 1>, groups = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>, padding = array<i64: 1, 1, 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x32x4x4xf16>, tensor<16x32x3x3xf16>) -> tensor<2x16x4x4xf16>
+  return %0 : tensor<2x16x4x4xf16>
 }
