@@ -277,12 +277,14 @@ class Conv2d(_Spatial):
         o, cg, kh, kw = w.shape
         oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (wd - dw * (kw - 1) - 1) // sw + 1
         win = _windows(x, (kh, kw), (sh, sw), (dh, dw), (oh, ow))
-        # im2col per group: (g, N*oh*ow, C/g*kh*kw) @ (g, C/g*kh*kw, O/g)
-        cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(1, 0, 3, 4, 2, 5, 6)
-        cols = cols.reshape(g, n * oh * ow, cg * kh * kw)
-        kernels = w.reshape(g, o // g, cg * kh * kw).transpose(0, 2, 1)
-        out = np.matmul(cols, kernels).reshape(g, n, oh, ow, o // g)
-        out = out.transpose(1, 0, 4, 2, 3).reshape(n, o, oh, ow)
+        # im2col per group: (g, O/g, C/g*kh*kw) @ (g, C/g*kh*kw, N*oh*ow). The columns are copied
+        # with the output width innermost, as the input has it: 2-3x faster than the
+        # (N*oh*ow, C/g*kh*kw) layout, whose copy reads kernel rows of kw elements
+        cols = win.reshape(n, g, cg, oh, ow, kh, kw).transpose(1, 2, 5, 6, 0, 3, 4)
+        cols = cols.reshape(g, cg * kh * kw, n * oh * ow)
+        kernels = w.reshape(g, o // g, cg * kh * kw)
+        out = np.matmul(kernels, cols).reshape(g, o // g, n, oh, ow)
+        out = out.transpose(2, 0, 1, 3, 4).reshape(n, o, oh, ow)
         if b is not None:
             out = out + b.astype(cdt, copy=False).reshape(1, o, 1, 1)
         return out
@@ -419,7 +421,23 @@ class MaxPool2d(_MaxPoolBase):
         return (TensorType(self.infer_shape(types, attrs), types[0].dtype),)
 
     def reference(self, arrays, attrs):
-        return self.max_windows(arrays[0], attrs).max(axis=(4, 5))
+        win = self.max_windows(arrays[0], attrs)
+        kh, kw = win.shape[4:]
+        if kh * kw > MAX_TAPS_ONE_BY_ONE or win[..., 0, 0].size == 0:
+            return win.max(axis=(4, 5))
+        # tap by tap over the whole output: each np.maximum reads one strided slice with the
+        # output width innermost (a 3x3 pool of 8x64x112x112: 178 ms as a reduction over the
+        # window axes, 34 ms so, PyTorch 29 ms); NaNs propagate as in the reduction
+        out = win[..., 0, 0].copy()
+        for i in range(kh):
+            for j in range(kw):
+                if i or j:
+                    np.maximum(out, win[..., i, j], out=out)
+        return out
+
+
+#: the most window taps a max pool's reference takes one np.maximum each over the output
+MAX_TAPS_ONE_BY_ONE = 64
 
 
 @register
