@@ -1046,12 +1046,20 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     class_dim = 0 if x.ndim == 1 else 1
     n_classes = x.shape[class_dim]
     tgt = E.cast(tgt, dt.int64)
-    ignored = E.eq(tgt, ignore_index)
     if _is_concrete(tgt) and tgt.numel():
-        bad = E.logical_and(E.logical_not(ignored), E.logical_or(E.lt(tgt, 0), E.ge(tgt, n_classes)))
-        if bool(R.any(bad)):
-            first = int(I.masked_select(tgt, bad)[0])
-            raise IndexError(f"Target {first} is out of bounds.")
+        # eager: the targets are checked on the host, and without ignored targets or weights the
+        # loss is the picked values alone (7 ops rather than 22, the same values and gradients)
+        values = tgt._concrete("nll_loss")
+        skipped = values == ignore_index
+        bad = ~skipped & ((values < 0) | (values >= n_classes))
+        if bad.any():
+            raise IndexError(f"Target {int(values[bad][0])} is out of bounds.")
+        if weight is None and not skipped.any():
+            loss = E.neg(S.squeeze(I.gather(x, class_dim, S.unsqueeze(tgt, class_dim)), class_dim))
+            if reduction == "none":
+                return loss
+            return R.sum(loss) if reduction == "sum" else E.div(R.sum(loss), float(values.size))
+    ignored = E.eq(tgt, ignore_index)
     safe = E.where(ignored, C.zeros((), dtype=dt.int64), tgt)
     picked = S.squeeze(I.gather(x, class_dim, S.unsqueeze(safe, class_dim)), class_dim)
     if weight is not None:
