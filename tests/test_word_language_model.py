@@ -89,7 +89,9 @@ def _make_step(lib, model, lr, norms=None):
         output, hidden = model(data, hidden)
         loss = criterion(output, targets)
         loss.backward()
-        total = lib.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        # foreach=False: the single-tensor clipping, eager in both libraries (tensorplay's
+        # multi-tensor clipping runs as a compiled program from the third call; tests/test_training.py)
+        total = lib.nn.utils.clip_grad_norm_(model.parameters(), 0.25, foreach=False)
         if norms is not None:
             norms.append(total)
         for p in model.parameters():
