@@ -219,18 +219,15 @@ def test_clipping_from_the_third_call_runs_as_one_program_and_matches_eager(norm
         return float(total), [p.grad.numpy().copy() for p in params]
 
     eager = clip(foreach=False)
-    program = clip_grad._programs.pop(norm_type, None)  # (a fresh program for this test's count)
-    try:
-        calls = [clip() for _ in range(4)]
-        compiled = clip_grad._programs[norm_type]
-        assert compiled.compile_count == 1  # two eager calls, then one program for the next two
-        tp.runtime.reset_stats()
-        later = clip()
-        moved = tp.runtime.stats().by_program["clip_grad_norm_"]
-        assert moved.uploads + moved.imports >= len(grads)  # the program read every gradient
-    finally:
-        if program is not None:
-            clip_grad._programs[norm_type] = program
+    key = (tuple(id(p) for p in params), norm_type)
+    assert key not in clip_grad._calls  # (foreach=False counts nothing)
+    calls = [clip() for _ in range(4)]
+    assert clip_grad._calls[key] == 2  # two eager calls, then one program for the next two
+    assert clip_grad._programs[key].compile_count == 1
+    tp.runtime.reset_stats()
+    later = clip()
+    moved = tp.runtime.stats().by_program["clip_grad_norm_"]
+    assert moved.uploads + moved.imports >= len(grads)  # the program read every gradient
     for total, got in calls + [later]:
         # the program may sum in another order than numpy: the total within 2 ulps (equal here;
         # 1.3e-7 relative for the example GPT's 28 gradients at norm_type 1), the scaled

@@ -26,9 +26,12 @@ def _grads(parameters: Any) -> list[Tensor]:
 #: calls with the same parameters that clip eagerly before the clipping runs as one compiled
 #: program (as Optimizer.EAGER_STEPS: a short run never waits for a compile)
 EAGER_CALLS = 2
-#: (parameter ids, norm type) -> eager calls made so far; the compiled programs, by norm type
+#: (parameter ids, norm type) -> eager calls made so far, and the compiled program of each such
+#: set (one per set: a model's gradients never count against another's recompile budget)
 _calls: dict[tuple, int] = {}
-_programs: dict[float, Any] = {}
+_programs: dict[tuple, Any] = {}
+#: the most parameter sets remembered (the oldest forgotten first)
+KEEP = 32
 
 
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
@@ -94,11 +97,9 @@ def _program(params: list[Tensor], grads: list[Tensor], norm_type: float) -> Any
     key = (tuple(id(p) for p in params), norm_type)
     taken = _calls.get(key, 0)
     if taken < EAGER_CALLS:
-        if len(_calls) > 256:  # (parameter sets come and go in tests and notebooks)
-            _calls.clear()
-        _calls[key] = taken + 1
+        _remember(_calls, key, taken + 1)
         return None
-    program = _programs.get(norm_type)
+    program = _programs.get(key)
     if program is None:
         from ...compiler import compile as compile_fn
 
@@ -108,8 +109,18 @@ def _program(params: list[Tensor], grads: list[Tensor], norm_type: float) -> Any
                 _scale(grads, max_norm, total)
             return total
 
-        program = _programs[norm_type] = compile_fn(clip, name="clip_grad_norm_", dynamic=False)
+        program = compile_fn(clip, name="clip_grad_norm_", dynamic=False)
+        _remember(_programs, key, program)
     return program
+
+
+def _remember(table: dict[tuple, Any], key: tuple, value: Any) -> None:
+    """``table[key] = value``, forgetting the oldest entries past :data:`KEEP` (parameter sets
+    come and go in tests and notebooks)."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > KEEP:
+        del table[next(iter(table))]
 
 
 def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float, foreach: bool | None = None) -> None:
