@@ -819,81 +819,6 @@ class Tensor:
         _views.write(self, value, track)
         return self
 
-    def add_(self, other, *, alpha=1):
-        return self._assign(_E.add(self, other, alpha=alpha))
-
-    def sub_(self, other, *, alpha=1):
-        return self._assign(_E.sub(self, other, alpha=alpha))
-
-    def mul_(self, other):
-        return self._assign(_E.mul(self, other))
-
-    def div_(self, other, *, rounding_mode=None):
-        return self._assign(_E.div(self, other, rounding_mode=rounding_mode))
-
-    def pow_(self, other):
-        return self._assign(_E.pow(self, other))
-
-    def clamp_(self, min=None, max=None):  # noqa: A002
-        return self._assign(_E.clamp(self, min, max))
-
-    def neg_(self):
-        return self._assign(_E.neg(self))
-
-    def exp_(self):
-        return self._assign(_E.exp(self))
-
-    def sqrt_(self):
-        return self._assign(_E.sqrt(self))
-
-    def masked_fill_(self, mask, value):
-        return self._assign(_I.masked_fill(self, mask, value))
-
-    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
-        return self._assign(_I.scatter(self, dim, index, src, value=value, reduce=reduce))
-
-    def scatter_add_(self, dim, index, src):
-        return self._assign(_I.scatter_add(self, dim, index, src))
-
-    def relu_(self):
-        return self._assign(_E.relu(self))
-
-    def sigmoid_(self):
-        return self._assign(_E.sigmoid(self))
-
-    def tanh_(self):
-        return self._assign(_E.tanh(self))
-
-    def erfinv_(self):
-        return self._assign(_E.erfinv(self))
-
-    def tril_(self, diagonal=0):
-        return self._assign(_I.tril(self, diagonal))
-
-    def triu_(self, diagonal=0):
-        return self._assign(_I.triu(self, diagonal))
-
-    def lerp_(self, end, weight):
-        return self._assign(_E.lerp(self, end, weight))
-
-    def clamp_min_(self, min):  # noqa: A002
-        return self._assign(_E.clamp_min(self, min))
-
-    def clamp_max_(self, max):  # noqa: A002
-        return self._assign(_E.clamp_max(self, max))
-
-    def addcmul_(self, tensor1, tensor2, *, value=1):
-        return self._assign(_E.addcmul(self, tensor1, tensor2, value=value))
-
-    def addcdiv_(self, tensor1, tensor2, *, value=1):
-        return self._assign(_E.addcdiv(self, tensor1, tensor2, value=value))
-
-    def bitwise_left_shift_(self, other):
-        return self._assign(_E.bitwise_left_shift(self, other))
-
-    def bitwise_right_shift_(self, other):
-        return self._assign(_E.bitwise_right_shift(self, other))
-
     def random_(self, *args: Any, generator=None, **kwargs: Any) -> Tensor:
         """Fill with integers drawn uniformly: ``random_(to)`` from ``[0, to)``,
         ``random_(from, to)`` from ``[from, to)``, ``random_()`` from 0 to the largest integer
@@ -1084,50 +1009,9 @@ ByteTensor = _legacy_type("ByteTensor")
 BoolTensor = _legacy_type("BoolTensor")
 
 
-def _method(module_attr: str, name: str):
-    def method(self, *args, **kwargs):
-        return getattr(globals()[module_attr], name)(self, *args, **kwargs)
-
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
-    return method
-
-
-# Methods that are exactly the function of the same name with the tensor first.
-_FORWARDED = {
-    "_E": [
-        "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide",
-        "remainder", "fmod", "pow", "neg", "negative", "abs", "absolute", "exp", "exp2", "expm1",
-        "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "square", "sin", "cos", "tan", "asin",
-        "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "arcsinh",
-        "arccosh", "arctanh", "sigmoid", "erf", "floor", "ceil", "trunc",
-        "round", "sign", "reciprocal", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-        "greater", "greater_equal", "less", "less_equal", "not_equal", "equal", "logical_and",
-        "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-        "bitwise_not", "clamp", "clip", "isnan", "isinf", "isfinite", "relu", "allclose",
-        "isclose", "lerp", "nan_to_num", "clamp_min", "clamp_max", "addcmul", "addcdiv", "erfinv",
-        "bitwise_left_shift", "bitwise_right_shift",
-    ],
-    "_RD": [
-        "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-        "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum", "cumprod",
-        "logcumsumexp",
-    ],
-    "_S": [
-        "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "t", "unsqueeze",
-        "squeeze", "flatten", "unflatten", "expand_as", "broadcast_to", "split", "chunk", "unbind",
-        "movedim", "narrow", "select", "flip", "repeat", "tile", "as_strided", "diagonal", "unfold",
-        "roll", "rot90", "diff", "diag", "diag_embed", "repeat_interleave",
-    ],
-    "_I": ["masked_fill", "gather", "index_select", "tril", "triu", "nonzero", "masked_select", "scatter",
-           "scatter_add", "unique"],
-    "_L": ["matmul", "mm", "bmm", "dot", "outer"],
-    "_CT": ["bincount", "histc"],
-    "_SO": ["sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian"],
-}
-for _module_attr, _names in _FORWARDED.items():
-    for _name in _names:
-        setattr(Tensor, _name, _method(_module_attr, _name))
+# The methods that are a frontend function with the tensor first (``Tensor.add``) and their
+# in-place forms (``Tensor.add_``) are set by the ``@public(method=True, inplace=...)``
+# declarations of tensorplay/ops when those modules are imported below.
 
 
 def _view(self: Tensor, *shape: Any) -> Tensor:

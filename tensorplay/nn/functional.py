@@ -25,6 +25,7 @@ from ..ops import linalg as L
 from ..ops import random as RND
 from ..ops import reduction as R
 from ..ops import shape as S
+from ..ops import _public
 from ..ops._helpers import as_tensor_arg, sqrt_zero_grad, tracking
 from .. import _views
 
@@ -36,17 +37,11 @@ __all__ = [
     "threshold_", "elu_", "celu_", "selu_", "leaky_relu_", "hardtanh_", "hardshrink", "softshrink",
     "prelu", "rrelu", "rrelu_", "gumbel_softmax",
     # normalization
-    "layer_norm", "group_norm", "batch_norm", "rms_norm", "normalize",
+    "group_norm", "batch_norm", "rms_norm", "normalize",
     # linear, embedding, dropout, attention
     "linear", "bilinear", "embedding", "embedding_bag", "one_hot", "dropout", "scaled_dot_product_attention",
     "multi_head_attention_forward",
-    # convolution, pooling, padding
-    "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "pad",
-    "conv_transpose1d", "conv_transpose2d", "max_pool1d", "avg_pool1d", "adaptive_avg_pool1d",
-    "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate", "upsample", "pixel_shuffle",
-    "pixel_unshuffle", "dropout1d", "dropout2d", "instance_norm", "cosine_similarity",
-    "pairwise_distance", "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d",
-    "adaptive_avg_pool3d", "dropout3d",
+    # (and the frontend functions declared functional=True: added at "the conv family" below)
     # losses
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
@@ -139,6 +134,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return _inplace(input, _rounded(x, out), inplace)
 
 
+@_public.public
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     x = _operand(input, "celu", inplace)
     y = _opmath(x)
@@ -150,6 +146,7 @@ _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+@_public.public
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     x = _operand(input, "selu", inplace)
     out = _rounded(x, E.mul(elu(_opmath(x), _SELU_ALPHA), _SELU_SCALE))
@@ -195,6 +192,7 @@ def tanhshrink(input: Tensor) -> Tensor:
     return E.sub(input, E.tanh(input))
 
 
+@_public.public
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
     x = _t(input, "threshold")
@@ -234,6 +232,7 @@ def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Ten
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
+@_public.public
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0."""
     x = _t(input, "hardshrink")
@@ -250,6 +249,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return E.where(E.gt(x, lambd), E.sub(x, lambd), E.where(E.lt(x, -lambd), E.add(x, lambd), zero))
 
 
+@_public.public
 @_amp.policy("lower")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x`` for positive inputs, ``weight * x`` otherwise; ``weight`` has one element or
@@ -275,6 +275,7 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return E.where(E.gt(x, 0), x, E.mul(w, x))
 
 
+@_public.public
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False) -> Tensor:
     """Leaky ReLU whose negative slope is drawn from U(``lower``, ``upper``) for each element
@@ -357,9 +358,6 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
 
 
 # --- normalization ---------------------------------------------------------------------------
-
-layer_norm = R.layer_norm
-
 
 def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
@@ -962,19 +960,13 @@ def multi_head_attention_forward(
     return out, None
 
 
-# --- convolution, pooling, padding: the conv family's functions, re-exported -----------------
+# --- the frontend functions declared @public(functional=True): the conv family (convolution,
+# pooling, padding, interpolation, dropout1d/2d/3d, instance_norm) and layer_norm -----------------
 
-conv1d, conv2d, max_pool2d, avg_pool2d = CV.conv1d, CV.conv2d, CV.max_pool2d, CV.avg_pool2d
-adaptive_avg_pool2d, pad = CV.adaptive_avg_pool2d, CV.pad
-conv_transpose1d, conv_transpose2d = CV.conv_transpose1d, CV.conv_transpose2d
-max_pool1d, avg_pool1d, adaptive_avg_pool1d = CV.max_pool1d, CV.avg_pool1d, CV.adaptive_avg_pool1d
-adaptive_max_pool1d, adaptive_max_pool2d = CV.adaptive_max_pool1d, CV.adaptive_max_pool2d
-interpolate, upsample = CV.interpolate, CV.upsample
-pixel_shuffle, pixel_unshuffle = CV.pixel_shuffle, CV.pixel_unshuffle
-dropout1d, dropout2d, instance_norm = CV.dropout1d, CV.dropout2d, CV.instance_norm
-conv3d, conv_transpose3d, dropout3d = CV.conv3d, CV.conv_transpose3d, CV.dropout3d
-max_pool3d, avg_pool3d, adaptive_avg_pool3d = CV.max_pool3d, CV.avg_pool3d, CV.adaptive_avg_pool3d
-cosine_similarity, pairwise_distance = CV.cosine_similarity, CV.pairwise_distance
+_FROM_OPS = _public.functional()
+globals().update(_FROM_OPS)
+__all__ += list(_FROM_OPS)
+del _FROM_OPS
 
 
 # --- losses -------------------------------------------------------------------------------------

@@ -35,14 +35,7 @@ from ..dialects.tp.errors import AttributeError_, DTypeError, ShapeError
 from ..dialects.tp.ops.conv import kernel_too_large
 from ..dialects.tp.shapes import format_shape
 from .shape import reshape_to
-
-__all__ = [
-    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d", "max_pool2d",
-    "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d", "pad", "interpolate", "upsample", "pixel_shuffle", "pixel_unshuffle",
-    "dropout1d", "dropout2d", "instance_norm", "cosine_similarity", "pairwise_distance",
-    "conv3d", "conv_transpose3d", "max_pool3d", "avg_pool3d", "adaptive_avg_pool3d", "dropout3d",
-]
+from ._public import exported, public
 
 
 def _tensor(op: str, value: Any, name: str) -> Tensor:
@@ -111,6 +104,7 @@ def _conv_padding(op: str, padding: Any, kernel: Sequence[int], stride: Sequence
     return pads, pads
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
@@ -129,6 +123,7 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _unbatched("conv2d", y, added)
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
@@ -166,6 +161,7 @@ def _pool_args(op: str, kernel_size: Any, stride: Any, padding: Any,
     return kernel, stride_, _ints(op, "padding", padding, n)
 
 
+@public(functional=True)
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Maximum over 2-D windows of an NCHW or CHW input; with ``return_indices`` also the
@@ -180,6 +176,7 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _unbatched("max_pool2d", apply("tp.max_pool2d", x, **attrs), added)
 
 
+@public(top=False, functional=True)
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Tensor:
@@ -201,6 +198,7 @@ def _averaging_matrix(size: int, out: int, dtype: dt.DType) -> Tensor:
     return apply("tp.constant", value=m.astype(dtype.np_dtype))
 
 
+@public(top=False, functional=True)
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """Mean over the windows that split H and W into ``output_size`` near-equal parts
     (``None`` keeps that size)."""
@@ -251,6 +249,7 @@ def _fill_value(x: Tensor, value: Any) -> float:
     return float(value)
 
 
+@public(top=False, functional=True)
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad (negative amounts crop) the last ``len(pad) // 2`` dims; ``pad`` lists the last dim
     first: ``(left, right, top, bottom, ...)``.
@@ -396,6 +395,7 @@ def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any,
     return _unbatched(op, y, added)
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
@@ -406,6 +406,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                               output_padding, groups, dilation, 2)
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
@@ -434,6 +435,7 @@ def _pool1d_args(op: str, kernel_size: Any, stride: Any, padding: Any) -> tuple[
     return (1,) + kernel, (1,) + stride_, (0,) + _ints(op, "padding", padding, 1)
 
 
+@public(functional=True)
 def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     """Maximum over 1-D windows of an NCL or CL input; with ``return_indices`` also the
@@ -448,6 +450,7 @@ def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _from_2d("max_pool1d", apply("tp.max_pool2d", x, **attrs), added)
 
 
+@public(functional=True)
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
     """Mean over 1-D windows of an NCL or CL input."""
@@ -478,6 +481,7 @@ def _adaptive_sizes(op: str, x: Tensor, output_size: Any, spatial: int) -> tuple
     return out
 
 
+@public(functional=True)
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """Mean over the windows that split L into ``output_size`` near-equal parts."""
     x = _tensor("adaptive_avg_pool1d", input, "input")
@@ -497,6 +501,7 @@ def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, int]:
     return taps.astype(np.int64), widest
 
 
+@public(top=False, functional=True)
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Maximum over the windows that split H and W into ``output_size`` near-equal parts
     (``None`` keeps that size); with ``return_indices`` also the flat ``h * W + w`` position
@@ -543,6 +548,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     return _unbatched(op, y, added)
 
 
+@public(top=False, functional=True)
 def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Maximum over the windows that split L into ``output_size`` near-equal parts; with
     ``return_indices`` also the position of each maximum along L."""
@@ -658,6 +664,7 @@ def _linear_dim(x: Tensor, dim: int, out: int, scale: float | None, align_corner
                  E.mul(apply("tp.constant", value=w1.reshape(shape)), hi))
 
 
+@public(top=False, functional=True)
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
@@ -722,6 +729,7 @@ def _adaptive_avg_pool3d(x: Tensor, out: tuple[int, ...]) -> Tensor:
     return y
 
 
+@public(top=False, functional=True)
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
              align_corners: bool | None = None) -> Tensor:
     """Deprecated name of :func:`interpolate`."""
@@ -743,6 +751,7 @@ def _shuffle_check(op: str, x: Tensor, factor: Any, name: str) -> int:
     return int(factor)
 
 
+@public(functional=True)
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """(*, C·r², H, W) → (*, C, H·r, W·r): each group of r² channels spread over an r × r block."""
     op = "pixel_shuffle"
@@ -759,6 +768,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return reshape_to(y, tuple(lead) + (c // (r * r), h * r, w * r), op)
 
 
+@public(functional=True)
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """(*, C, H·r, W·r) → (*, C·r², H, W): the inverse of :func:`pixel_shuffle`."""
     op = "pixel_unshuffle"
@@ -799,6 +809,7 @@ def _feature_dropout(op: str, input: Any, p: float, training: bool, inplace: boo
     return x._assign(out) if inplace else out
 
 
+@public(top=False, functional=True)
 def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p`` during
     training, scaling the rest by ``1 / (1 - p)``."""
@@ -812,6 +823,7 @@ def dropout1d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                             tuple(x.shape[:-1]) + (1,))
 
 
+@public(top=False, functional=True)
 def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of an (N, C, H, W) input with probability ``p`` during training,
     scaling the rest by ``1 / (1 - p)``. A 3-D input is taken as (N, C, L), as PyTorch does."""
@@ -831,6 +843,7 @@ def dropout2d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                             tuple(x.shape[:2]) + (1,) * (x.ndim - 2))
 
 
+@public(top=False, functional=True)
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                   running_var: Tensor | None = None, weight: Tensor | None = None,
                   bias: Tensor | None = None, use_input_stats: bool = True, momentum: float = 0.1,
@@ -893,6 +906,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     return E.cast(out, x.dtype) if work is not x.dtype else out
 
 
+@public(functional=True)
 @_amp.policy("fp32", cpu=False)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (the inputs broadcast)."""
@@ -912,6 +926,7 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     return R.sum(E.mul(E.div(a, na), E.div(b, nb)), dim)
 
 
+@public(functional=True)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """The ``p``-norm of ``x1 - x2 + eps`` along the last dim."""
@@ -982,6 +997,7 @@ def _conv3d_padded(op: str, x: Tensor, w: Tensor, b: Tensor | None, stride: tupl
     return apply("tp.permute", y, dims=(0, 2, 1, 3, 4))
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
@@ -1032,6 +1048,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     return _unbatched(op, y, added)
 
 
+@public(functional=True)
 @_amp.policy("lower")
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
@@ -1083,6 +1100,7 @@ def _pool3d_stages(kernel: tuple[int, ...], stride: tuple[int, ...], pad: tuple[
     return plane, depth
 
 
+@public(functional=True)
 @_amp.policy("fp32", cuda=False)
 def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
@@ -1135,6 +1153,7 @@ def _avg_pool3d_divisors(sizes: tuple[int, ...], out: tuple[int, ...], kernel: t
     return counts[0][:, None, None] * counts[1][None, :, None] * counts[2][None, None, :]
 
 
+@public(top=False, functional=True)
 @_amp.policy("fp32", cuda=False)
 def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True,
@@ -1179,6 +1198,7 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _unbatched(op, y, added)
 
 
+@public(top=False, functional=True)
 @_amp.policy("fp32", cuda=False)
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     """Mean over the windows that split D, H and W into ``output_size`` near-equal parts
@@ -1198,6 +1218,7 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     return _unbatched(op, y, added)
 
 
+@public(top=False, functional=True)
 def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability ``p``
     during training, scaling the rest by ``1 / (1 - p)``. Other ranks warn and drop along
@@ -1216,3 +1237,6 @@ def dropout3d(input: Tensor, p: float = 0.5, training: bool = True, inplace: boo
                       f"or 5D inputs).", stacklevel=2)
     mask = tuple(x.shape[:2]) + (1,) * 3 if x.ndim == 5 else (x.shape[0],) + (1,) * (x.ndim - 1)
     return _feature_dropout("dropout3d", x, p, training, inplace, mask)
+
+
+__all__ = exported(__name__)  # the names declared @public above

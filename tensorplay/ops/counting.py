@@ -23,8 +23,7 @@ from . import elementwise as E
 from . import reduction as R
 from . import shape as S
 from ._helpers import as_tensor_arg, is_scalar, scalar_tensor
-
-__all__ = ["bincount", "histc"]
+from ._public import exported, public
 
 
 def _int_arg(op: str, name: str, value: Any) -> int:
@@ -39,6 +38,7 @@ def _add_into(size: int, dtype: dt.DType, at: Tensor, values: Tensor, like: Tens
     return apply("tp.index_put", zeros, values, at, dims=(0,), accumulate=True)
 
 
+@public(method=True)
 def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Tensor:
     """How often each value ``0 .. max(input)`` occurs in the 1-D non-negative integer
     ``input`` (at least ``minlength`` bins); with ``weights``, their sums per value (float64,
@@ -69,6 +69,7 @@ def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Tensor:
     return _add_into(size, out_dtype, at, E.cast(w, out_dtype), x)
 
 
+@public(method=True)
 def histc(input: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     """A histogram of the elements of ``input`` (flattened) in ``bins`` equal-width bins
     over ``[min, max]``, in ``input``'s dtype; elements outside are not counted, ``max``
@@ -102,3 +103,6 @@ def histc(input: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     zero = scalar_tensor(0, x.dtype)
     at = E.minimum(E.cast(E.where(inside, scaled, zero), dt.int64), bins - 1)
     return _add_into(bins, x.dtype, at, E.cast(inside, x.dtype), x)
+
+
+__all__ = exported(__name__)  # the names declared @public above

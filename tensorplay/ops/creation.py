@@ -15,12 +15,7 @@ from ..dialects.tp import dtypes as dt
 from ..dialects.tp.symbolic import SymInt
 from ._helpers import int_tuple, is_scalar
 from .. import _views
-
-__all__ = [
-    "tensor", "as_tensor", "from_numpy", "asarray", "scalar_tensor", "zeros", "ones", "full",
-    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "arange", "linspace", "eye",
-    "tril_indices", "triu_indices",
-]
+from ._public import exported, public
 
 
 def _check_device(op: str, device: Any) -> None:
@@ -77,6 +72,7 @@ def _data_array(data: Any, op: str, typed: bool = False) -> np.ndarray:
     return array
 
 
+@public
 def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays, tensors).
 
@@ -102,6 +98,7 @@ def _convert(array: np.ndarray, dtype: dt.DType) -> np.ndarray:
     return array.astype(dtype.np_dtype)
 
 
+@public(aliases=("asarray",))
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """``data`` as a tensor, sharing memory with numpy arrays and tensors when no conversion
     is needed."""
@@ -118,9 +115,7 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     return placed(Tensor._wrap(array), device)
 
 
-asarray = as_tensor
-
-
+@public
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor sharing memory with the numpy array ``array``."""
     if not isinstance(array, np.ndarray):
@@ -130,6 +125,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(array)
 
 
+@public
 def scalar_tensor(value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     return tensor(value, dtype=dtype or dt.get_default_dtype(), device=device)
 
@@ -143,19 +139,23 @@ def _fill(op: str, size: tuple[Any, ...], value: Any, dtype: Any, device: Any,
     return _finish(apply("tp.full", shape=shape, value=value, dtype=d), requires_grad, device)
 
 
+@public
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     return _fill("zeros", size, 0.0, dtype, device, requires_grad)
 
 
+@public
 def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     return _fill("ones", size, 1.0, dtype, device, requires_grad)
 
 
+@public
 def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """An uninitialized tensor; tensorplay fills it with zeros so results are reproducible."""
     return _fill("empty", size, 0.0, dtype, device, requires_grad)
 
 
+@public
 def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value's type
@@ -183,6 +183,7 @@ def _device_like(input: Tensor, device: Any) -> Any:
     return input.device
 
 
+@public
 def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
@@ -190,6 +191,7 @@ def zeros_like(input: Tensor, *, dtype: Any = None, device: Any = None,
     return _fill("zeros_like", shape, 0.0, d, device, requires_grad)
 
 
+@public
 def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
@@ -197,6 +199,7 @@ def ones_like(input: Tensor, *, dtype: Any = None, device: Any = None,
     return _fill("ones_like", shape, 1.0, d, device, requires_grad)
 
 
+@public
 def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,
                requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
@@ -204,6 +207,7 @@ def empty_like(input: Tensor, *, dtype: Any = None, device: Any = None,
     return _fill("empty_like", shape, 0.0, d, device, requires_grad)
 
 
+@public
 def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
     shape, d = _like(input, dtype)
@@ -219,6 +223,7 @@ def _number(value: Any, name: str) -> float | int:
     return value
 
 
+@public
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """Values from ``start`` (default 0) up to, not including, ``end`` by ``step``; int64
@@ -238,6 +243,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None, dev
     return _finish(out, requires_grad, device)
 
 
+@public
 def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any = None,
              requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
@@ -259,6 +265,7 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: Any = None, device: Any
     return _finish(cast(values, d), requires_grad, device)
 
 
+@public
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
     """A 2-D tensor with ones on the diagonal and zeros elsewhere."""
@@ -292,12 +299,14 @@ def _triangle_indices(op: str, row: Any, col: Any, offset: Any, dtype: Any, devi
     return placed(Tensor._wrap(pairs.astype(d.np_dtype)), device)
 
 
+@public
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
     """The coordinates of the lower triangle (on and below diagonal ``offset``) of a
     ``row`` x ``col`` matrix: a ``[2, N]`` tensor of rows, then columns, in row-major order."""
     return _triangle_indices("tril_indices", row, col, offset, dtype, device, True)
 
 
+@public
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
     """The coordinates of the upper triangle (on and above diagonal ``offset``) of a
     ``row`` x ``col`` matrix: a ``[2, N]`` tensor of rows, then columns, in row-major order."""
@@ -305,3 +314,6 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, devi
 
 
 del math
+
+
+__all__ = exported(__name__)  # the names declared @public above

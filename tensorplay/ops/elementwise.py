@@ -13,21 +13,7 @@ from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ._helpers import as_tensor_arg, is_scalar, tensor_operands
-
-__all__ = [
-    "add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
-    "floor_divide", "remainder", "fmod", "pow", "float_power", "neg", "negative", "abs", "absolute",
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "square", "sin",
-    "cos", "tan", "asin", "acos", "atan", "atan2", "arcsin", "arccos", "arctan", "sinh", "cosh",
-    "tanh", "asinh", "acosh", "atanh", "arcsinh", "arccosh", "arctanh", "sigmoid", "erf", "floor", "ceil",
-    "trunc", "fix", "round", "sign", "reciprocal",
-    "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "greater", "greater_equal", "less",
-    "less_equal", "not_equal", "equal", "logical_and", "logical_or", "logical_xor", "logical_not",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "where", "clamp", "clip",
-    "isnan", "isinf", "isfinite", "relu", "allclose", "isclose", "lerp", "nan_to_num", "cast",
-    "clone", "clamp_min", "clamp_max", "addcmul", "addcdiv", "erfinv", "bitwise_left_shift",
-    "bitwise_right_shift",
-]
+from ._public import exported, public
 
 
 def _binary(op: str, a: Any, b: Any) -> Tensor:
@@ -46,31 +32,30 @@ def _scaled(other: Any, alpha: Any) -> Any:
     return mul(other, alpha)
 
 
+@public(method=True, inplace=True, ufunc="add")
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input + alpha * other``."""
     return _binary("tp.add", input, _scaled(other, alpha))
 
 
+@public(method=True, inplace=True, aliases=("subtract",), ufunc="subtract")
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input - alpha * other``."""
     return _binary("tp.sub", input, _scaled(other, alpha))
 
 
-subtract = sub
-
-
+@public
 def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``other - alpha * input``."""
     return _binary("tp.sub", other, _scaled(input, alpha))
 
 
+@public(method=True, inplace=True, aliases=("multiply",), ufunc="multiply")
 def mul(input: Any, other: Any) -> Tensor:
     return _binary("tp.mul", input, other)
 
 
-multiply = mul
-
-
+@public(method=True, inplace=True, aliases=("divide",), ufunc=("divide", "true_divide"))
 def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     """True division, or rounded with ``rounding_mode`` ``'trunc'`` or ``'floor'``."""
     if rounding_mode is None:
@@ -83,30 +68,33 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
                      f"{rounding_mode!r}")
 
 
-divide = div
-
-
+@public(method=True)
 def true_divide(input: Any, other: Any) -> Tensor:
     return _binary("tp.div", input, other)
 
 
+@public(method=True, ufunc="floor_divide")
 def floor_divide(input: Any, other: Any) -> Tensor:
     return _binary("tp.floor_div", input, other)
 
 
+@public(method=True, ufunc="remainder")
 def remainder(input: Any, other: Any) -> Tensor:
     return _binary("tp.remainder", input, other)
 
 
+@public(method=True, ufunc="fmod")
 def fmod(input: Any, other: Any) -> Tensor:
     return _binary("tp.fmod", input, other)
 
 
+@public(method=True, inplace=True, ufunc="power")
 @_amp.policy("fp32", cpu=False)
 def pow(input: Any, exponent: Any) -> Tensor:  # noqa: A001
     return _binary("tp.pow", input, exponent)
 
 
+@public
 def float_power(input: Any, exponent: Any) -> Tensor:
     """``input ** exponent`` computed in float64."""
     a = as_tensor_arg(input, "float_power").to(dt.float64)
@@ -114,45 +102,52 @@ def float_power(input: Any, exponent: Any) -> Tensor:
     return pow(a, b)
 
 
+@public(method=True, ufunc="maximum")
 def maximum(input: Any, other: Any) -> Tensor:
     return _binary("tp.maximum", input, other)
 
 
+@public(method=True, ufunc="minimum")
 def minimum(input: Any, other: Any) -> Tensor:
     return _binary("tp.minimum", input, other)
 
 
+@public(method=True, ufunc="arctan2")
 def atan2(input: Any, other: Any) -> Tensor:
     return _binary("tp.atan2", input, other)
 
 
+@public(method=True, ufunc="equal")
 def eq(input: Any, other: Any) -> Tensor:
     return _binary("tp.eq", input, other)
 
 
+@public(method=True, aliases=("not_equal",), ufunc="not_equal")
 def ne(input: Any, other: Any) -> Tensor:
     return _binary("tp.ne", input, other)
 
 
+@public(method=True, aliases=("less",), ufunc="less")
 def lt(input: Any, other: Any) -> Tensor:
     return _binary("tp.lt", input, other)
 
 
+@public(method=True, aliases=("less_equal",), ufunc="less_equal")
 def le(input: Any, other: Any) -> Tensor:
     return _binary("tp.le", input, other)
 
 
+@public(method=True, aliases=("greater",), ufunc="greater")
 def gt(input: Any, other: Any) -> Tensor:
     return _binary("tp.gt", input, other)
 
 
+@public(method=True, aliases=("greater_equal",), ufunc="greater_equal")
 def ge(input: Any, other: Any) -> Tensor:
     return _binary("tp.ge", input, other)
 
 
-greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
-
-
+@public(method=True)
 def equal(input: Tensor, other: Tensor) -> bool:
     """True when both tensors have the same shape and elements (a Python bool)."""
     if tuple(input.shape) != tuple(other.shape):
@@ -160,221 +155,254 @@ def equal(input: Tensor, other: Tensor) -> bool:
     return bool(eq(input, other).all())
 
 
+@public(method=True, ufunc="logical_and")
 def logical_and(input: Any, other: Any) -> Tensor:
     return _binary("tp.logical_and", input, other)
 
 
+@public(method=True, ufunc="logical_or")
 def logical_or(input: Any, other: Any) -> Tensor:
     return _binary("tp.logical_or", input, other)
 
 
+@public(method=True, ufunc="logical_xor")
 def logical_xor(input: Any, other: Any) -> Tensor:
     return _binary("tp.logical_xor", input, other)
 
 
+@public(method=True, ufunc="logical_not")
 def logical_not(input: Any) -> Tensor:
     return _unary("tp.logical_not", input)
 
 
+@public(method=True, ufunc="bitwise_and")
 def bitwise_and(input: Any, other: Any) -> Tensor:
     return _binary("tp.bitwise_and", input, other)
 
 
+@public(method=True, ufunc="bitwise_or")
 def bitwise_or(input: Any, other: Any) -> Tensor:
     return _binary("tp.bitwise_or", input, other)
 
 
+@public(method=True, ufunc="bitwise_xor")
 def bitwise_xor(input: Any, other: Any) -> Tensor:
     return _binary("tp.bitwise_xor", input, other)
 
 
+@public(method=True, ufunc="invert")
 def bitwise_not(input: Any) -> Tensor:
     return _unary("tp.bitwise_not", input)
 
 
+@public(method=True, inplace=True, aliases=("negative",), ufunc="negative")
 def neg(input: Any) -> Tensor:
     return _unary("tp.neg", input)
 
 
-negative = neg
-
-
+@public(method=True, aliases=("absolute",), ufunc="absolute", array_function="abs")
 def abs(input: Any) -> Tensor:  # noqa: A001
     return _unary("tp.abs", input)
 
 
-absolute = abs
-
-
+@public(method=True, inplace=True, ufunc="exp", array_function="exp")
 @_amp.policy("fp32", cpu=False)
 def exp(input: Any) -> Tensor:
     return _unary("tp.exp", input)
 
 
+@public(method=True, ufunc="exp2")
 def exp2(input: Any) -> Tensor:
     return _unary("tp.exp2", input)
 
 
+@public(method=True, ufunc="expm1")
 @_amp.policy("fp32", cpu=False)
 def expm1(input: Any) -> Tensor:
     return _unary("tp.expm1", input)
 
 
+@public(method=True, ufunc="log")
 @_amp.policy("fp32", cpu=False)
 def log(input: Any) -> Tensor:
     return _unary("tp.log", input)
 
 
+@public(method=True, ufunc="log2")
 @_amp.policy("fp32", cpu=False)
 def log2(input: Any) -> Tensor:
     return _unary("tp.log2", input)
 
 
+@public(method=True, ufunc="log10")
 @_amp.policy("fp32", cpu=False)
 def log10(input: Any) -> Tensor:
     return _unary("tp.log10", input)
 
 
+@public(method=True, ufunc="log1p")
 @_amp.policy("fp32", cpu=False)
 def log1p(input: Any) -> Tensor:
     return _unary("tp.log1p", input)
 
 
+@public(method=True, inplace=True, ufunc="sqrt")
 def sqrt(input: Any) -> Tensor:
     return _unary("tp.sqrt", input)
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def rsqrt(input: Any) -> Tensor:
     return _unary("tp.rsqrt", input)
 
 
+@public(method=True, ufunc="square")
 def square(input: Any) -> Tensor:
     return mul(input, input)
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def reciprocal(input: Any) -> Tensor:
     return _unary("tp.reciprocal", input)
 
 
+@public(method=True, ufunc="sin")
 def sin(input: Any) -> Tensor:
     return _unary("tp.sin", input)
 
 
+@public(method=True, ufunc="cos")
 def cos(input: Any) -> Tensor:
     return _unary("tp.cos", input)
 
 
+@public(method=True, ufunc="tan")
 @_amp.policy("fp32", cpu=False)
 def tan(input: Any) -> Tensor:
     return _unary("tp.tan", input)
 
 
+@public(method=True, aliases=("arcsin",), ufunc="arcsin")
 @_amp.policy("fp32", cpu=False)
 def asin(input: Any) -> Tensor:
     return _unary("tp.asin", input)
 
 
+@public(method=True, aliases=("arccos",), ufunc="arccos")
 @_amp.policy("fp32", cpu=False)
 def acos(input: Any) -> Tensor:
     return _unary("tp.acos", input)
 
 
+@public(method=True, aliases=("arctan",), ufunc="arctan")
 def atan(input: Any) -> Tensor:
     return _unary("tp.atan", input)
 
 
-arcsin, arccos, arctan = asin, acos, atan
-
-
+@public(method=True, ufunc="sinh")
 @_amp.policy("fp32", cpu=False)
 def sinh(input: Any) -> Tensor:
     return _unary("tp.sinh", input)
 
 
+@public(method=True, ufunc="cosh")
 @_amp.policy("fp32", cpu=False)
 def cosh(input: Any) -> Tensor:
     return _unary("tp.cosh", input)
 
 
+@public(method=True, inplace=True, ufunc="tanh", array_function="tanh")
 def tanh(input: Any) -> Tensor:
     return _unary("tp.tanh", input)
 
 
+@public(method=True, aliases=("arcsinh",), ufunc="arcsinh")
 def asinh(input: Any) -> Tensor:
     return _unary("tp.asinh", input)
 
 
+@public(method=True, aliases=("arccosh",), ufunc="arccosh")
 def acosh(input: Any) -> Tensor:
     return _unary("tp.acosh", input)
 
 
+@public(method=True, aliases=("arctanh",), ufunc="arctanh")
 def atanh(input: Any) -> Tensor:
     return _unary("tp.atanh", input)
 
 
-arcsinh, arccosh, arctanh = asinh, acosh, atanh
-
-
+@public(method=True, inplace=True)
 def sigmoid(input: Any) -> Tensor:
     return _unary("tp.sigmoid", input)
 
 
+@public(method=True)
 def erf(input: Any) -> Tensor:
     return _unary("tp.erf", input)
 
 
+@public(method=True, inplace=True)
 def relu(input: Any) -> Tensor:
     return _unary("tp.relu", input)
 
 
+@public(method=True, ufunc="floor")
 def floor(input: Any) -> Tensor:
     return _unary("tp.floor", input)
 
 
+@public(method=True, ufunc="ceil")
 def ceil(input: Any) -> Tensor:
     return _unary("tp.ceil", input)
 
 
+@public(method=True, aliases=("fix",), ufunc="trunc")
 def trunc(input: Any) -> Tensor:
     return _unary("tp.trunc", input)
 
 
-fix = trunc
-
-
+@public(method=True, ufunc="rint",
+        array_function={"round": lambda a, decimals=0, out=None: ((a,), {"decimals": decimals})})
 def round(input: Any, *, decimals: int = 0) -> Tensor:  # noqa: A001
     """Round half to even (to ``decimals`` places)."""
     return _unary("tp.round", input, decimals=decimals)
 
 
+@public(method=True, ufunc="sign")
 def sign(input: Any) -> Tensor:
     return _unary("tp.sign", input)
 
 
+@public(method=True, ufunc="isnan")
 def isnan(input: Any) -> Tensor:
     return _unary("tp.isnan", input)
 
 
+@public(method=True, ufunc="isinf")
 def isinf(input: Any) -> Tensor:
     return _unary("tp.isinf", input)
 
 
+@public(method=True, ufunc="isfinite")
 def isfinite(input: Any) -> Tensor:
     return logical_not(logical_or(isnan(input), isinf(input)))
 
 
+@public(top=False)
 def cast(input: Tensor, dtype: Any) -> Tensor:
     """``input`` converted to ``dtype`` (PyTorch's conversion rules)."""
     return apply("tp.cast", input, dtype=dt.as_dtype(dtype))
 
 
+@public
 def clone(input: Tensor) -> Tensor:
     """A copy of ``input`` with its own storage."""
     return apply("tp.cast", as_tensor_arg(input, "clone"), dtype=input.dtype)
 
 
+@public(array_function={"where": lambda c, x=None, y=None: ((c,) if x is None else (c, x, y), {})})
 def where(condition: Any, input: Any = None, other: Any = None) -> Any:
     """``input`` where ``condition`` holds, else ``other``. With one argument, the indices
     of the nonzero elements, one tensor per dimension."""
@@ -390,6 +418,8 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
     return apply("tp.where", cond, a, b)
 
 
+@public(method=True, inplace=True, aliases=("clip",),
+        array_function={"clip": lambda a, a_min=None, a_max=None, **k: ((a, a_min, a_max), {})})
 def clamp(input: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     """Limit ``input`` to ``[min, max]``; bounds may be numbers or tensors."""
     x = as_tensor_arg(input, "clamp")
@@ -409,9 +439,7 @@ def clamp(input: Any, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     return apply("tp.clamp", x, min=min, max=max)
 
 
-clip = clamp
-
-
+@public(method=True)
 def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
     """Elementwise ``|input - other| <= atol + rtol * |other|`` (infinities compare equal)."""
@@ -426,16 +454,19 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     return close
 
 
+@public(method=True)
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 
+@public(method=True, inplace=True)
 def lerp(input: Any, end: Any, weight: Any) -> Tensor:
     """``input + weight * (end - input)``."""
     return add(input, mul(weight, sub(end, input)))
 
 
+@public(method=True)
 def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Tensor:
     """Replace NaN and infinities by finite numbers (the dtype's extremes by default)."""
@@ -452,11 +483,13 @@ def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
     return where(logical_and(isinf(out), lt(out, 0)), neginf, out)
 
 
+@public(method=True, inplace=True)
 def clamp_min(input: Any, min: Any) -> Tensor:  # noqa: A002
     """``clamp(input, min=min)``."""
     return clamp(input, min=min)
 
 
+@public(method=True, inplace=True)
 def clamp_max(input: Any, max: Any) -> Tensor:  # noqa: A002
     """``clamp(input, max=max)``."""
     return clamp(input, max=max)
@@ -479,11 +512,13 @@ def _addc(op: str, input: Any, tensor1: Any, tensor2: Any, value: Any, combine: 
     return cast(out, target) if out.dtype is not target else out
 
 
+@public(method=True, inplace=True)
 def addcmul(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
     """``input + value * tensor1 * tensor2``."""
     return _addc("addcmul", input, tensor1, tensor2, value, mul)
 
 
+@public(method=True, inplace=True)
 def addcdiv(input: Any, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
     """``input + value * tensor1 / tensor2`` (``tensor1 / tensor2`` is true division)."""
     t1 = as_tensor_arg(tensor1, "addcdiv", "tensor1")
@@ -512,6 +547,7 @@ def _horner(coefficients: tuple[float, ...], w: Tensor) -> Tensor:
     return p
 
 
+@public(method=True, inplace=True)
 @_amp.policy("fp32", cpu=False)
 def erfinv(input: Any) -> Tensor:
     """The inverse of :func:`erf` on ``[-1, 1]`` (±inf at ±1, NaN outside); integer and
@@ -552,6 +588,7 @@ def _shift_steps(s: Tensor, width: int):
         i += 1
 
 
+@public(method=True, inplace=True)
 def bitwise_left_shift(input: Any, other: Any) -> Tensor:
     """``input << other`` on integers: bits shifted out are lost (the dtype wraps); a shift
     by a negative amount or by the bit width or more gives 0."""
@@ -564,6 +601,7 @@ def bitwise_left_shift(input: Any, other: Any) -> Tensor:
     return where(valid, out, 0)
 
 
+@public(method=True, inplace=True)
 def bitwise_right_shift(input: Any, other: Any) -> Tensor:
     """``input >> other`` on integers, arithmetic (the sign fills in); a shift by a negative
     amount or by the bit width or more gives -1 for negative values and 0 otherwise."""
@@ -574,3 +612,6 @@ def bitwise_right_shift(input: Any, other: Any) -> Tensor:
     for factor in _shift_steps(sc, width):
         out = floor_divide(out, factor)
     return where(valid, out, cast(where(lt(a, 0), -1, 0), a.dtype))
+
+
+__all__ = exported(__name__)  # the names declared @public above

@@ -32,12 +32,9 @@ from ._helpers import as_tensor_arg, is_scalar, scalar_tensor
 from .elementwise import add, lt, where
 from .shape import broadcast_tensors, expand_attr, flatten, has_shape, reshape_to, slice_dim
 from .. import _views
+from ._public import exported, public
 
 # getitem and setitem serve Tensor.__getitem__ / __setitem__ and are not re-exported.
-__all__ = [
-    "index_put", "masked_fill", "gather", "index_select", "take_along_dim", "tril", "triu", "nonzero",
-    "argwhere", "masked_select", "scatter", "scatter_add", "unique",
-]
 
 
 # --- the steps a key turns into ------------------------------------------------------------
@@ -364,6 +361,7 @@ def setitem(tensor: Tensor, key: Any, value: Any) -> Tensor:
     return _update(x, _plan(x, key), v, False, "setitem")
 
 
+@public
 def index_put(input: Tensor, indices: Sequence[Tensor], values: Tensor, accumulate: bool = False) -> Tensor:
     """``input`` with ``values`` written at ``input[indices]`` (added with ``accumulate``,
     repeated indices then sum)."""
@@ -385,6 +383,7 @@ def index_put(input: Tensor, indices: Sequence[Tensor], values: Tensor, accumula
 
 # --- masks -----------------------------------------------------------------------------------
 
+@public(method=True, inplace=True)
 def masked_fill(input: Any, mask: Tensor, value: Any) -> Tensor:
     """``input`` with ``value`` where ``mask`` is true (the mask broadcasts); ``value`` is a
     number or a 0-d tensor, converted to ``input``'s dtype."""
@@ -402,6 +401,7 @@ def masked_fill(input: Any, mask: Tensor, value: Any) -> Tensor:
     return apply("tp.where", mask, _value_tensor(x, value, "masked_fill"), x)
 
 
+@public(method=True)
 def masked_select(input: Any, mask: Tensor) -> Tensor:
     """The elements of ``input`` where ``mask`` is true, as a 1-D tensor (both broadcast)."""
     x = as_tensor_arg(input, "masked_select")
@@ -411,6 +411,7 @@ def masked_select(input: Any, mask: Tensor) -> Tensor:
     return getitem(xb, mb)
 
 
+@public(method=True)
 def nonzero(input: Any, *, as_tuple: bool = False) -> Any:
     """Coordinates of the nonzero elements: an ``[n, ndim]`` int64 tensor, or with
     ``as_tuple`` one 1-D tensor per dimension."""
@@ -420,10 +421,12 @@ def nonzero(input: Any, *, as_tuple: bool = False) -> Any:
     return tuple(_mask_coordinates(reshape_to(x, (1,), "nonzero") if x.ndim == 0 else x))
 
 
+@public
 def argwhere(input: Any) -> Tensor:
     return apply("tp.nonzero", as_tensor_arg(input, "argwhere"))
 
 
+@public(method=True)
 def unique(input: Any, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
            dim: int | None = None) -> Any:
     """The distinct elements of the flattened input in ascending order; with
@@ -441,6 +444,7 @@ def unique(input: Any, sorted: bool = True, return_inverse: bool = False, return
 
 # --- gathers and triangles -----------------------------------------------------------------
 
+@public(method=True)
 def gather(input: Any, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """``input`` picked along ``dim`` at ``index`` (same rank; the result has its shape)."""
     return apply("tp.gather", as_tensor_arg(input, "gather"), index, dim=dim)
@@ -489,6 +493,7 @@ def _scatter(op: str, input: Any, dim: int, index: Tensor, src: Any, accumulate:
     return apply("tp.index_put", x, values, *coords, dims=tuple(range(x.ndim)), accumulate=accumulate)
 
 
+@public(method=True, inplace=True)
 def scatter(input: Any, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
             reduce: str | None = None) -> Tensor:
     """A copy of ``input`` with ``src`` (a tensor, or the number ``value``) written along
@@ -503,16 +508,19 @@ def scatter(input: Any, dim: int, index: Tensor, src: Any = None, *, value: Any 
     return _scatter("scatter", input, dim, index, src, reduce == "add")
 
 
+@public(method=True, inplace=True)
 def scatter_add(input: Any, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """A copy of ``input`` with ``src`` added along ``dim`` at ``index`` (repeats add up)."""
     return _scatter("scatter_add", input, dim, index, src, True)
 
 
+@public(method=True)
 def index_select(input: Any, dim: int, index: Tensor) -> Tensor:
     """The slices of ``input`` along ``dim`` at the positions in the 1-D ``index``."""
     return apply("tp.index_select", as_tensor_arg(input, "index_select"), index, dim=dim)
 
 
+@public
 def take_along_dim(input: Any, indices: Tensor, dim: int | None = None) -> Tensor:
     """``input`` picked at ``indices`` along ``dim``, the other dimensions broadcast and
     negative indices counting from the end; with no ``dim``, the flattened input at the
@@ -542,11 +550,16 @@ def take_along_dim(input: Any, indices: Tensor, dim: int | None = None) -> Tenso
     return apply("tp.gather", x, indices, dim=d)
 
 
+@public(method=True, inplace=True, array_function={"tril": lambda m, k=0: ((m, k), {})})
 def tril(input: Any, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dimensions (on and below ``diagonal``); zeros above."""
     return apply("tp.tril", as_tensor_arg(input, "tril"), diagonal=diagonal)
 
 
+@public(method=True, inplace=True, array_function={"triu": lambda m, k=0: ((m, k), {})})
 def triu(input: Any, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dimensions (on and above ``diagonal``); zeros below."""
     return apply("tp.triu", as_tensor_arg(input, "triu"), diagonal=diagonal)
+
+
+__all__ = exported(__name__)  # the names declared @public above

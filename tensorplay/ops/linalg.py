@@ -25,8 +25,7 @@ from ..dialects.tp.shapes import format_shape
 from . import elementwise as E
 from . import reduction as R
 from .shape import reshape_to, slice_dim
-
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "inner", "outer", "ger", "einsum", "cdist"]
+from ._public import exported, public
 
 
 def _tensor(op: str, value: Any, name: str, position: int) -> Tensor:
@@ -38,6 +37,8 @@ def _tensor(op: str, value: Any, name: str, position: int) -> Tensor:
                     f"{type(value).__name__}")
 
 
+@public(method=True, ufunc="matmul",
+        array_function={"matmul": None, "dot": lambda a, b, out=None: ((a, b), {})})
 @_amp.policy("lower")
 def matmul(input: Any, other: Any) -> Tensor:
     """Matrix product with broadcasting batch dims; 1-D operands are vectors (``@``).
@@ -49,6 +50,7 @@ def matmul(input: Any, other: Any) -> Tensor:
     return apply("tp.matmul", _tensor("matmul", input, "input", 1), _tensor("matmul", other, "other", 2))
 
 
+@public(method=True)
 @_amp.policy("lower")
 def mm(input: Any, mat2: Any) -> Tensor:
     """Product of two matrices (2-D only)."""
@@ -60,6 +62,7 @@ def mm(input: Any, mat2: Any) -> Tensor:
     return apply("tp.matmul", a, b)
 
 
+@public(method=True)
 @_amp.policy("lower")
 def bmm(input: Any, mat2: Any) -> Tensor:
     """Batched matrix product of two 3-D tensors with equal batch sizes (no broadcasting)."""
@@ -74,6 +77,7 @@ def bmm(input: Any, mat2: Any) -> Tensor:
     return apply("tp.matmul", a, b)
 
 
+@public
 @_amp.policy("lower", cpu=False)
 def mv(input: Any, vec: Any) -> Tensor:
     """Product of a matrix and a vector."""
@@ -86,6 +90,7 @@ def mv(input: Any, vec: Any) -> Tensor:
     return apply("tp.matmul", a, v)
 
 
+@public(method=True)
 def dot(input: Any, tensor: Any) -> Tensor:
     """Inner product of two vectors of the same size and dtype (a 0-d tensor)."""
     a, b = _tensor("dot", input, "input", 1), _tensor("dot", tensor, "tensor", 2)
@@ -101,6 +106,7 @@ def dot(input: Any, tensor: Any) -> Tensor:
     return apply("tp.matmul", a, b)
 
 
+@public
 def inner(input: Any, other: Any) -> Tensor:
     """Sum of products over the last dims; a 0-d operand scales the other."""
     a, b = _tensor("inner", input, "input", 1), _tensor("inner", other, "other", 2)
@@ -114,6 +120,7 @@ def inner(input: Any, other: Any) -> Tensor:
     return einsum(f"{left}z,{right}z->{left}{right}", a, b)
 
 
+@public(method=True, aliases=("ger",))
 def outer(input: Any, vec2: Any) -> Tensor:
     """Outer product of two vectors, ``input[i] * vec2[j]`` (dtypes promote as for ``*``)."""
     a, b = _tensor("outer", input, "input", 1), _tensor("outer", vec2, "vec2", 2)
@@ -122,8 +129,6 @@ def outer(input: Any, vec2: Any) -> Tensor:
             raise ShapeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return E.mul(reshape_to(a, (a.shape[0], 1), "outer"), reshape_to(b, (1, b.shape[0]), "outer"))
 
-
-ger = outer
 
 # --- einsum ------------------------------------------------------------------------------
 
@@ -271,6 +276,7 @@ def _contract_pair(a: Tensor, b: Tensor, sum_dims: list[int]) -> Tensor:
     return apply("tp.permute", out, dims=inverse)
 
 
+@public(array_function={"einsum": lambda eq, *ops, **k: ((eq, *ops), {})})
 @_amp.policy("lower", cpu=False)
 def einsum(*args: Any) -> Tensor:
     """Sum of products over the labelled dims of the operands, as in ``numpy.einsum``.
@@ -441,6 +447,7 @@ def _pairwise(a: Tensor, b: Tensor, p: float) -> Tensor:
     return _guarded_pow(R.sum(_guarded_pow(E.abs(diff), p), -1), 1.0 / p)
 
 
+@public
 @_amp.policy("fp32")
 def cdist(x1: Any, x2: Any, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
@@ -479,3 +486,6 @@ def cdist(x1: Any, x2: Any, p: float = 2.0,
             use_mm or (use_mm is None and (a.shape[-2] > 25 or b.shape[-2] > 25))):
         return _euclidean_by_matmul(a, b)
     return _pairwise(a, b, p)
+
+
+__all__ = exported(__name__)  # the names declared @public above

@@ -15,14 +15,10 @@ from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ._helpers import int_tuple
 from .creation import _check_device, _device_like, placed
-
-__all__ = [
-    "Generator", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state", "rand",
-    "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "uniform",
-    "bernoulli", "multinomial", "default_generator",
-]
+from ._public import declare, exported, public
 
 
+@public
 class Generator:
     """A random number generator; ``tp.Generator().manual_seed(0)``."""
 
@@ -54,25 +50,31 @@ class Generator:
 
 
 default_generator = Generator()
+declare(__name__, "default_generator")
 
 
+@public
 def manual_seed(seed: int) -> Generator:
     """Seed the default generator; returns it."""
     return default_generator.manual_seed(seed)
 
 
+@public
 def seed() -> int:
     return default_generator.seed()
 
 
+@public
 def initial_seed() -> int:
     return default_generator.initial_seed()
 
 
+@public
 def get_rng_state() -> dict:
     return default_generator.get_state()
 
 
+@public
 def set_rng_state(state: dict) -> None:
     default_generator.set_state(state)
 
@@ -123,6 +125,7 @@ def _randint_size(args: tuple, kwargs: dict) -> tuple | None:
     return None if size is None else _sizes(size)
 
 
+@public
 @random_source(size=_varargs_size)
 def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
@@ -132,6 +135,7 @@ def rand(*size: Any, generator: Generator | None = None, dtype: Any = None, devi
     return placed(_make(_rng(generator).random(int_tuple("rand", "size", size)), d, requires_grad), device)
 
 
+@public
 @random_source(size=_varargs_size)
 def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
@@ -142,6 +146,7 @@ def randn(*size: Any, generator: Generator | None = None, dtype: Any = None, dev
                   device)
 
 
+@public
 @random_source(size=_randint_size)
 def randint(low: int, high: int | None = None, size: Any = None, *, generator: Generator | None = None,
             dtype: Any = None, device: Any = None) -> Tensor:
@@ -160,18 +165,21 @@ def randint(low: int, high: int | None = None, size: Any = None, *, generator: G
     return placed(Tensor._wrap(_rng(generator).integers(low, high, size=shape).astype(d.np_dtype)), device)
 
 
+@public
 def rand_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None,
               device: Any = None) -> Tensor:
     return rand(tuple(input.shape), dtype=dtype or input.dtype, generator=generator,
                 device=_device_like(input, device))
 
 
+@public
 def randn_like(input: Tensor, *, dtype: Any = None, generator: Generator | None = None,
                device: Any = None) -> Tensor:
     return randn(tuple(input.shape), dtype=dtype or input.dtype, generator=generator,
                  device=_device_like(input, device))
 
 
+@public
 def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype: Any = None,
                  device: Any = None) -> Tensor:
     if high is None:
@@ -179,12 +187,14 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype:
     return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=_device_like(input, device))
 
 
+@public
 @random_source
 def randperm(n: int, *, generator: Generator | None = None, dtype: Any = None) -> Tensor:
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     return Tensor._wrap(_rng(generator).permutation(n).astype(d.np_dtype))
 
 
+@public
 @random_source(size=_size_at(2))
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Generator | None = None,
            dtype: Any = None) -> Tensor:
@@ -205,6 +215,7 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Any = None, *, generator: Gene
     return _make(values, d, False) if like is None else placed(_make(values, d, False), _device_like(like, None))
 
 
+@public(top=False)
 @random_source(size=_size_at(2))
 def uniform(low: float, high: float, size: Any, *, generator: Generator | None = None,
             dtype: Any = None) -> Tensor:
@@ -214,6 +225,7 @@ def uniform(low: float, high: float, size: Any, *, generator: Generator | None =
     return _make(_rng(generator).uniform(low, high, shape), d, False)
 
 
+@public
 @random_source
 def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None) -> Tensor:
     """Samples of 1 with probability ``input`` (or ``p``) and 0 otherwise, in input's dtype."""
@@ -224,6 +236,7 @@ def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | N
     return placed(Tensor._wrap(draws.astype(input.dtype.np_dtype)), _device_like(input, None))
 
 
+@public
 @random_source
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                 generator: Generator | None = None) -> Tensor:
@@ -245,3 +258,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
                              "without replacement")
         out[i] = rng.choice(row.shape[0], size=num_samples, replace=replacement, p=row / total)
     return placed(Tensor._wrap(out.reshape(weights.shape[:-1] + (num_samples,))), _device_like(input, None))
+
+
+__all__ = exported(__name__)  # the names declared @public above

@@ -24,12 +24,7 @@ from ..dialects.tp.ops.reduction import reduction_dims
 from . import elementwise as E
 from . import shape as S
 from ._helpers import as_tensor_arg, int_tuple, is_scalar, sqrt_zero_grad, tracking
-
-__all__ = [
-    "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std",
-    "logsumexp", "all", "any", "softmax", "log_softmax", "norm", "cumsum", "cumprod", "logcumsumexp",
-    "layer_norm",
-]
+from ._public import exported, public, REDUCTION, REDUCTION_DDOF
 
 
 def _result_type(name: str) -> type:
@@ -70,6 +65,7 @@ def _dtype(dtype: Any) -> dt.DType | None:
     return None if dtype is None else dt.as_dtype(dtype)
 
 
+@public(method=True, array_function={"sum": REDUCTION})
 @_amp.policy("fp32", cpu=False)
 def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Any = None) -> Tensor:
@@ -78,12 +74,14 @@ def sum(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
                  dtype=_dtype(dtype))
 
 
+@public(method=True, array_function={"mean": REDUCTION})
 def mean(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """Mean over ``dim`` (all dims when None) of a floating-point tensor."""
     return apply("tp.mean", as_tensor_arg(input, "mean"), dims=_dims("mean", dim), keepdim=keepdim,
                  dtype=_dtype(dtype))
 
 
+@public(method=True, array_function={"prod": REDUCTION})
 @_amp.policy("fp32")
 def prod(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     """Product over one ``dim`` (all elements when None); bool and integers multiply in int64."""
@@ -92,11 +90,13 @@ def prod(input: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = Non
                  dtype=_dtype(dtype))
 
 
+@public(method=True, array_function={"max": REDUCTION, "amax": REDUCTION})
 def amax(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:
     """Largest value over ``dim`` (all dims when empty); NaN propagates."""
     return apply("tp.amax", as_tensor_arg(input, "amax"), dims=_dims("amax", dim), keepdim=keepdim)
 
 
+@public(method=True, array_function={"min": REDUCTION, "amin": REDUCTION})
 def amin(input: Any, dim: Any = (), keepdim: bool = False) -> Tensor:
     """Smallest value over ``dim`` (all dims when empty); NaN propagates."""
     return apply("tp.amin", as_tensor_arg(input, "amin"), dims=_dims("amin", dim), keepdim=keepdim)
@@ -122,6 +122,7 @@ def _extremum(op: str, input: Any, dim: Any, keepdim: bool, other: Any) -> Any:
     return result(values if keepdim or x.ndim == 0 else S.squeeze(values, d), index)
 
 
+@public(method=True)
 def max(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         other: Any = None) -> Any:
     """The largest element (0-d); with ``dim``, ``(values, indices)`` along it (first index
@@ -129,6 +130,7 @@ def max(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
     return _extremum("max", input, dim, keepdim, other)
 
 
+@public(method=True)
 def min(input: Any, dim: Any = None, keepdim: bool = False, *,  # noqa: A001
         other: Any = None) -> Any:
     """The smallest element (0-d); with ``dim``, ``(values, indices)`` along it (first index
@@ -144,11 +146,13 @@ def _arg_extremum(op: str, input: Any, dim: Any, keepdim: bool) -> Tensor:
     return apply(f"tp.{op}", x, dim=d, keepdim=keepdim)
 
 
+@public(method=True, array_function={"argmax": REDUCTION})
 def argmax(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
     """Index of the largest element along ``dim``, or in the flattened tensor when None."""
     return _arg_extremum("argmax", input, dim, keepdim)
 
 
+@public(method=True, array_function={"argmin": REDUCTION})
 def argmin(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:
     """Index of the smallest element along ``dim``, or in the flattened tensor when None."""
     return _arg_extremum("argmin", input, dim, keepdim)
@@ -172,12 +176,14 @@ def _var(op: str, input: Any, dim: Any, unbiased: Any, keepdim: bool, correction
                  correction=_correction(op, unbiased, correction))
 
 
+@public(method=True, array_function={"var": REDUCTION_DDOF})
 def var(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance over ``dim``, dividing by ``N - correction`` (``unbiased=False``: by N)."""
     return _var("var", input, dim, unbiased, keepdim, correction)
 
 
+@public(method=True, array_function={"std": REDUCTION_DDOF})
 def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
     """Standard deviation: the square root of :func:`var` (rounded once for half types)."""
@@ -189,6 +195,7 @@ def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False
     return sqrt_zero_grad(_var("std", x, dim, unbiased, keepdim, correction))
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(input)))`` over ``dim``, without overflow for large inputs."""
@@ -196,18 +203,21 @@ def logsumexp(input: Any, dim: Any, keepdim: bool = False) -> Tensor:
                  keepdim=keepdim)
 
 
+@public(method=True, array_function={"all": REDUCTION})
 def all(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether every element over ``dim`` (all when None) is nonzero."""
     return apply("tp.all", as_tensor_arg(input, "all"),
                  dims=_dims("all", dim, empty_means_all=False), keepdim=keepdim)
 
 
+@public(method=True, array_function={"any": REDUCTION})
 def any(input: Any, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
     """Whether some element over ``dim`` (all when None) is nonzero."""
     return apply("tp.any", as_tensor_arg(input, "any"),
                  dims=_dims("any", dim, empty_means_all=False), keepdim=keepdim)
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``; ``dtype`` converts the input first."""
@@ -215,6 +225,7 @@ def softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
                  dtype=_dtype(dtype))
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def log_softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
     """``x - logsumexp(x)`` along ``dim``; ``dtype`` converts the input first."""
@@ -222,6 +233,8 @@ def log_softmax(input: Any, dim: int, dtype: Any = None) -> Tensor:
                  dim=_single_dim("log_softmax", dim), dtype=_dtype(dtype))
 
 
+@public(method=True, array_function={"cumsum": lambda a, axis=None, dtype=None, out=None: (
+        (a.reshape(-1) if axis is None else a, 0 if axis is None else axis), {})})
 @_amp.policy("fp32", cpu=False)
 def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
     """Running sum along ``dim``; bool and integer inputs sum in int64."""
@@ -229,6 +242,7 @@ def cumsum(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
                  dtype=_dtype(dtype))
 
 
+@public(method=True)
 @_amp.policy("fp32", cpu=False)
 def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
     """Running product along ``dim``; bool and integer inputs multiply in int64."""
@@ -236,6 +250,7 @@ def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
                  dtype=_dtype(dtype))
 
 
+@public(method=True)
 def logcumsumexp(input: Any, dim: int) -> Tensor:
     """``log(cumsum(exp(input)))`` along ``dim``, computed without overflow or underflow."""
     return apply("tp.logcumsumexp", as_tensor_arg(input, "logcumsumexp"),
@@ -267,6 +282,7 @@ def _vector_norm(x: Tensor, p: float, dims: tuple[int, ...] | None, keepdim: boo
     return E.pow(sum(E.pow(E.abs(x), p), dims, keepdim), 1.0 / p)
 
 
+@public(method=True)
 def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
          dtype: Any = None) -> Tensor:
     """Vector p-norm over ``dim`` (all elements when None): ``p`` is a number, ``inf``,
@@ -296,6 +312,7 @@ def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
     return _vector_norm(x, float(p), dims, keepdim)
 
 
+@public(functional=True)
 @_amp.policy("fp32", cpu=False)
 def layer_norm(input: Any, normalized_shape: Sequence[int], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -309,3 +326,6 @@ def layer_norm(input: Any, normalized_shape: Sequence[int], weight: Tensor | Non
     b = None if bias is None else as_tensor_arg(bias, "layer_norm", "bias")
     return apply("tp.layer_norm", as_tensor_arg(input, "layer_norm"), w, b,
                  normalized_shape=shape, eps=eps)
+
+
+__all__ = exported(__name__)  # the names declared @public above

@@ -27,14 +27,7 @@ from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes as _broadcast_shapes
 from ..dialects.tp.shapes import format_shape, normalize_dim, normalize_dims
 from ._helpers import as_tensor_arg, int_tuple
-
-__all__ = [
-    "reshape", "view_as", "reshape_as", "permute", "transpose", "swapaxes", "swapdims", "t",
-    "unsqueeze", "squeeze", "flatten", "ravel", "unflatten", "expand", "expand_as", "broadcast_to",
-    "broadcast_tensors", "broadcast_shapes", "cat", "concat", "concatenate", "stack", "split",
-    "chunk", "unbind", "movedim", "moveaxis", "narrow", "select", "flip", "repeat", "tile", "as_strided",
-    "diagonal", "roll", "rot90", "diff", "diag", "diag_embed", "meshgrid", "repeat_interleave",
-]
+from ._public import exported, public
 
 
 # --- helpers shared with the indexing functions ---------------------------------------------
@@ -77,6 +70,7 @@ def slice_dim(x: Tensor, dim: int, start: int, end: int, step: int = 1) -> Tenso
     return apply("tp.slice", x, starts=starts, ends=ends, steps=steps)
 
 
+@public(method=True)
 def select(x: Tensor, dim: int, index: int) -> Tensor:
     """``x`` at ``index`` along ``dim``, that dimension removed (a view; ``torch.select``)."""
     x = _tensor(x, "select")
@@ -144,6 +138,8 @@ def _dim_arg(dim: Any, axis: Any, default: int = 0) -> int:
 
 # --- reshapes ----------------------------------------------------------------------------
 
+@public(method=True, array_function={"reshape": lambda a, shape=None, newshape=None, **k: (
+        (a, tuple(np.atleast_1d(shape if shape is not None else newshape).tolist())), {})})
 def reshape(input: Any, *shape: Any, **kwargs: Any) -> Tensor:
     """``input``'s elements in row-major order under ``shape``; one size may be -1.
 
@@ -155,14 +151,17 @@ def reshape(input: Any, *shape: Any, **kwargs: Any) -> Tensor:
     return apply("tp.reshape", x, shape=sizes_arg("reshape", "shape", shape, kwargs))
 
 
+@public(top=False, method=True)
 def view_as(input: Tensor, other: Tensor) -> Tensor:
     return reshape_to(_tensor(input, "view_as"), tuple(other.shape), "view_as")
 
 
+@public(top=False, method=True)
 def reshape_as(input: Tensor, other: Tensor) -> Tensor:
     return reshape_to(_tensor(input, "reshape_as"), tuple(other.shape), "reshape_as")
 
 
+@public(method=True, array_function={"expand_dims": lambda a, axis: ((a, axis), {})})
 def unsqueeze(input: Any, dim: int) -> Tensor:
     """``input`` with a new size-1 dimension at ``dim``."""
     x = _tensor(input, "unsqueeze")
@@ -179,6 +178,8 @@ def _reshape_attr(op: str, shape: Sequence[Any]) -> tuple[int, ...]:
     return tuple(-1 if d is None else d for d in shape)
 
 
+@public(method=True,
+        array_function={"squeeze": lambda a, axis=None: ((a,) if axis is None else (a, axis), {})})
 def squeeze(input: Any, dim: Any = None) -> Tensor:
     """``input`` without size-1 dimensions: all of them, or those among ``dim`` (an int or a
     tuple of ints); a named dimension of another size stays."""
@@ -193,6 +194,7 @@ def squeeze(input: Any, dim: Any = None) -> Tensor:
     return apply("tp.reshape", x, shape=_reshape_attr("squeeze", shape))
 
 
+@public(method=True)
 def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """``input`` with dimensions ``start_dim`` to ``end_dim`` merged into one."""
     x = _tensor(input, "flatten")
@@ -208,11 +210,13 @@ def flatten(input: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return apply("tp.reshape", x, shape=_reshape_attr("flatten", shape[:s] + [size] + shape[e + 1:]))
 
 
+@public
 def ravel(input: Any) -> Tensor:
     """``input`` as a 1-D tensor."""
     return apply("tp.reshape", _tensor(input, "ravel"), shape=(-1,))
 
 
+@public(method=True)
 def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:
     """``input`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
     x = _tensor(input, "unflatten")
@@ -242,12 +246,15 @@ def unflatten(input: Any, dim: int, sizes: Sequence[int]) -> Tensor:
 
 # --- permutations ------------------------------------------------------------------------
 
+@public(method=True, array_function={"transpose": lambda a, axes=None: (
+        (a, tuple(axes) if axes is not None else tuple(reversed(range(a.ndim)))), {})})
 def permute(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
     """``input`` with its dimensions reordered: result dimension ``i`` is ``dims[i]``."""
     x = _tensor(input, "permute")
     return apply("tp.permute", x, dims=sizes_arg("permute", "dims", dims, kwargs))
 
 
+@public(method=True, array_function={"swapaxes": lambda a, axis1, axis2: ((a, axis1, axis2), {})})
 def transpose(input: Any, dim0: int, dim1: int) -> Tensor:
     """``input`` with dimensions ``dim0`` and ``dim1`` swapped."""
     x = _tensor(input, "transpose")
@@ -259,14 +266,17 @@ def transpose(input: Any, dim0: int, dim1: int) -> Tensor:
     return apply("tp.permute", x, dims=tuple(perm))
 
 
+@public(method=True)
 def swapaxes(input: Any, axis0: int, axis1: int) -> Tensor:
     return transpose(input, axis0, axis1)
 
 
+@public
 def swapdims(input: Any, dim0: int, dim1: int) -> Tensor:
     return transpose(input, dim0, dim1)
 
 
+@public(method=True)
 def t(input: Any) -> Tensor:
     """The transpose of a matrix; 0-d and 1-d tensors come back unchanged."""
     x = _tensor(input, "t")
@@ -275,6 +285,7 @@ def t(input: Any) -> Tensor:
     return apply("tp.permute", x, dims=tuple(reversed(range(x.ndim))))
 
 
+@public(method=True, aliases=("moveaxis",))
 def movedim(input: Any, source: Any, destination: Any) -> Tensor:
     """``input`` with dimensions ``source`` moved to positions ``destination``; the others
     keep their order."""
@@ -298,11 +309,9 @@ def movedim(input: Any, source: Any, destination: Any) -> Tensor:
     return apply("tp.permute", x, dims=tuple(next(rest) if p is None else p for p in perm))
 
 
-moveaxis = movedim
-
-
 # --- broadcasting ------------------------------------------------------------------------
 
+@public(top=False)
 def expand(input: Any, *sizes: Any, **kwargs: Any) -> Tensor:
     """``input`` repeated along size-1 dimensions (and new leading ones) to ``sizes``;
     -1 keeps a size."""
@@ -310,23 +319,28 @@ def expand(input: Any, *sizes: Any, **kwargs: Any) -> Tensor:
     return apply("tp.broadcast_to", x, shape=sizes_arg("expand", "size", sizes, kwargs))
 
 
+@public(top=False, method=True)
 def expand_as(input: Any, other: Tensor) -> Tensor:
     x = _tensor(input, "expand_as")
     return apply("tp.broadcast_to", x, shape=expand_attr("expand_as", x, tuple(other.shape)))
 
 
+@public(method=True, array_function={
+    "broadcast_to": lambda a, shape, **k: ((a, tuple(np.atleast_1d(shape).tolist())), {})})
 def broadcast_to(input: Any, size: Sequence[int]) -> Tensor:
     """``input`` broadcast to ``size`` (PyTorch's expand rules)."""
     x = _tensor(input, "broadcast_to")
     return apply("tp.broadcast_to", x, shape=int_tuple("broadcast_to", "size", (size,)))
 
 
+@public
 def broadcast_shapes(*shapes: Any) -> Size:
     """The shape that tensors of ``shapes`` broadcast to (an int stands for a 1-D shape)."""
     norm = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
     return Size(_broadcast_shapes("broadcast_shapes", *norm))
 
 
+@public
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     """The tensors broadcast to their common shape."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
@@ -338,6 +352,7 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
                  for x in xs)
 
 
+@public(method=True)
 def repeat(input: Any, *repeats: Any, **kwargs: Any) -> Tensor:
     """``input`` tiled ``repeats[i]`` times along dimension ``i`` (extra repeats add leading
     dimensions)."""
@@ -360,6 +375,7 @@ def repeat(input: Any, *repeats: Any, **kwargs: Any) -> Tensor:
     return reshape_to(wide, result, "repeat")
 
 
+@public(method=True)
 def tile(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
     """``input`` repeated ``dims[i]`` times along each dimension; missing leading entries
     of ``dims`` count as 1."""
@@ -371,6 +387,7 @@ def tile(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
 
 # --- joining -----------------------------------------------------------------------------
 
+@public(array_function={"concatenate": lambda arrays, axis=0: ((list(arrays),), {"dim": axis})})
 def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """The tensors joined along ``dim`` in a promoted dtype. As in PyTorch, 1-D empty
     tensors are skipped when other tensors are joined."""
@@ -391,14 +408,17 @@ def cat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None =
     return apply("tp.concat", *[_cast(x, dtype) for x in kept], dim=_dim_arg(dim, axis))
 
 
+@public
 def concat(tensors: Sequence[Tensor], dim: int | None = None, *, axis: int | None = None) -> Tensor:
     return cat(tensors, dim, axis=axis)
 
 
+@public
 def concatenate(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return cat(tensors, axis)
 
 
+@public(array_function={"stack": lambda arrays, axis=0: ((list(arrays),), {"dim": axis})})
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """The tensors, all of one shape, joined along a new dimension ``dim``."""
     xs = _tensor_list("stack", tensors)
@@ -426,6 +446,7 @@ def _static_size(op: str, x: Tensor, dim: int) -> int:
     return size
 
 
+@public(method=True)
 def split(tensor: Any, split_size_or_sections: Any = None, dim: int = 0, **kwargs: Any) -> tuple[Tensor, ...]:
     """Pieces of ``split_size`` along ``dim`` (the last may be smaller), or pieces of the
     listed sizes."""
@@ -498,6 +519,7 @@ def _multi_views(views: Sequence[Tensor], node: str) -> tuple[Tensor, ...]:
     return tuple(views)
 
 
+@public(method=True)
 def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most ``chunks`` pieces of equal size (the last may be smaller) along ``dim``."""
     x = _tensor(input, "chunk")
@@ -514,6 +536,7 @@ def chunk(input: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     return split(x, -(-size // chunks), d)
 
 
+@public(method=True)
 def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices of ``input`` along ``dim``, that dimension removed."""
     x = _tensor(input, "unbind")
@@ -523,6 +546,7 @@ def unbind(input: Any, dim: int = 0) -> tuple[Tensor, ...]:
     return _multi_views([_select(x, d, i) for i in range(_static_size("unbind", x, d))], "UnbindBackward0")
 
 
+@public(method=True)
 def narrow(input: Any, dim: int, start: Any, length: int) -> Tensor:
     """Elements ``start`` to ``start + length`` of ``input`` along ``dim``."""
     x = _tensor(input, "narrow")
@@ -546,6 +570,8 @@ def narrow(input: Any, dim: int, start: Any, length: int) -> Tensor:
     return slice_dim(x, d, start, start + length)
 
 
+@public(method=True, array_function={
+    "flip": lambda m, axis=None: ((m, tuple(range(m.ndim)) if axis is None else axis), {})})
 def flip(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
     """``input`` with the order of elements reversed along ``dims``."""
     x = _tensor(input, "flip")
@@ -554,6 +580,7 @@ def flip(input: Any, *dims: Any, **kwargs: Any) -> Tensor:
 
 # --- views with any strides --------------------------------------------------------------------
 
+@public(method=True)
 def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None) -> Tensor:
     """A view of ``input``'s storage with the given sizes, strides and offset (in elements,
     from the start of the storage). Writing into one whose elements overlap raises."""
@@ -589,6 +616,7 @@ def as_strided(input: Any, size: Sequence[int], stride: Sequence[int], storage_o
     return out
 
 
+@public(method=True)
 def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of ``input`` in the plane of ``dim1`` and ``dim2`` (``offset`` above it
     when positive, below when negative) as the last dim: a view."""
@@ -611,6 +639,7 @@ def diagonal(input: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tenso
                       start)
 
 
+@public(top=False, method=True)
 def unfold(input: Any, dimension: int, size: int, step: int) -> Tensor:
     """``Tensor.unfold``: the windows of ``size`` elements every ``step`` along ``dimension``,
     as a new last dim: a view (windows that overlap share elements)."""
@@ -654,6 +683,7 @@ def _roll_dim(x: Tensor, dim: int, shift: Any) -> Tensor:
     return cat([slice_dim(x, dim, cut, SLICE_END), slice_dim(x, dim, 0, cut)], dim)
 
 
+@public(method=True)
 def roll(input: Any, shifts: Any, dims: Any = None) -> Tensor:
     """``input`` with its elements shifted by ``shifts`` along ``dims``, those leaving at one
     end coming back at the other; with no ``dims``, shifted in the flattened tensor and given
@@ -687,6 +717,7 @@ def _copy_if_same(out: Tensor, x: Tensor) -> Tensor:
     return out
 
 
+@public(method=True)
 def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     """``input`` rotated by 90 degrees ``k`` times in the plane of ``dims``, from the first
     dim towards the second (a negative ``k`` turns the other way)."""
@@ -715,6 +746,7 @@ def rot90(input: Any, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     return clone(x)
 
 
+@public(method=True)
 def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
          append: Tensor | None = None) -> Tensor:
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``, applied
@@ -748,6 +780,7 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
     return _copy_if_same(out, x)
 
 
+@public(method=True)
 def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """Matrices with the last dim of ``input`` on their diagonal (``offset`` above it when
     positive, below when negative) and zeros elsewhere, in the plane of the result's dims
@@ -774,6 +807,7 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     return movedim(out, (x.ndim - 1, x.ndim), (d1, d2))
 
 
+@public(method=True)
 def diag(input: Any, diagonal: int = 0) -> Tensor:
     """A 1-D ``input`` as the ``diagonal``-th diagonal of a square matrix, or a copy of the
     ``diagonal``-th diagonal of a 2-D ``input``."""
@@ -787,6 +821,7 @@ def diag(input: Any, diagonal: int = 0) -> Tensor:
     raise ShapeError(f"diag(): supports 1-D or 2-D tensors, got a {x.ndim}-D tensor")
 
 
+@public
 def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
     """Coordinate grids from 1-D (or 0-d) tensors: result ``i`` repeats ``tensors[i]`` along
     every other dim. ``indexing='ij'`` gives shape ``(len(t0), len(t1), ...)``; ``'xy'``
@@ -824,6 +859,7 @@ def meshgrid(*tensors: Any, indexing: str | None = None) -> tuple[Tensor, ...]:
     return tuple(grids)
 
 
+@public(method=True)
 def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *,
                       output_size: int | None = None) -> Tensor:
     """Each element of ``input`` repeated ``repeats`` times along ``dim`` (the flattened
@@ -880,3 +916,6 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
     ends = cumsum(repeats.to(dt.int64), 0)
     index = searchsorted(ends, arange(output_size, device=ends.device), right=True)
     return apply("tp.index_select", x, index, dim=d)
+
+
+__all__ = exported(__name__)  # the names declared @public above

@@ -21,8 +21,7 @@ from ..dialects.tp.errors import DTypeError, ShapeError
 from . import elementwise as E
 from . import reduction as RD
 from ._helpers import as_tensor_arg, is_scalar
-
-__all__ = ["argsort", "bucketize", "kthvalue", "median", "msort", "nanmedian", "searchsorted", "sort", "topk"]
+from ._public import exported, public
 
 
 def _result_type(name: str) -> type:
@@ -57,6 +56,7 @@ def _tensor(op: str, input: Any) -> Tensor:
     return input
 
 
+@public(method=True)
 def sort(input: Any, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     """``(values, indices)``: ``input`` sorted along ``dim`` (ascending unless ``descending``,
     NaN largest) and where each element came from. Always stable: equal elements keep their
@@ -68,6 +68,7 @@ def sort(input: Any, dim: int = -1, descending: bool = False, stable: bool = Fal
     return _SortResult(values, indices)
 
 
+@public(method=True)
 def argsort(input: Any, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """The int64 indices that sort ``input`` along ``dim`` (``sort(...).indices``)."""
     x = _tensor("argsort", input)
@@ -76,11 +77,13 @@ def argsort(input: Any, dim: int = -1, descending: bool = False, stable: bool = 
                  stable=_bool("argsort", "stable", stable))[1]
 
 
+@public(method=True)
 def msort(input: Any) -> Tensor:
     """``input`` sorted along its first dimension (``sort(input, dim=0).values``)."""
     return apply("tp.sort", _tensor("msort", input), dim=0)[0]
 
 
+@public(method=True)
 def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
     """``(values, indices)``: the ``k`` largest (smallest unless ``largest``) elements along
     ``dim``, always in order (largest first, or smallest first), NaN counting as the largest."""
@@ -90,6 +93,7 @@ def topk(input: Any, k: int, dim: int = -1, largest: bool = True, sorted: bool =
     return _TopkResult(values, indices)
 
 
+@public(method=True)
 def kthvalue(input: Any, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """``(values, indices)``: the ``k``-th smallest element along ``dim`` (``k`` from 1) and
     its index."""
@@ -120,6 +124,7 @@ def _counted(op: str, boundaries: Tensor, values: Tensor, right: bool, out_int32
     return RD.sum(E.logical_not(above), -1, dtype=dt.int32 if out_int32 else dt.int64)
 
 
+@public
 def searchsorted(sorted_sequence: Any, values: Any, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter: Any = None) -> Tensor:
     """Where each of ``values`` would be inserted into ``sorted_sequence`` (along its last
@@ -151,6 +156,7 @@ def searchsorted(sorted_sequence: Any, values: Any, *, out_int32: bool = False, 
                     _bool("searchsorted", "out_int32", out_int32))
 
 
+@public
 def bucketize(input: Any, boundaries: Any, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The index of the bucket each element of ``input`` falls in, given 1-D ascending
     ``boundaries``: the number of boundaries below it (``right``: at or below it)."""
@@ -206,12 +212,17 @@ def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any
     return result(values, index)
 
 
+@public(method=True)
 def median(input: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """The lower median of all elements (a 0-d tensor), or ``(values, indices)`` along
     ``dim``: of an even count, the smaller of the two middle values. NaN propagates."""
     return _median("median", input, dim, keepdim, skip_nan=False)
 
 
+@public(method=True)
 def nanmedian(input: Any, dim: Any = None, keepdim: bool = False) -> Any:
     """:func:`median` ignoring NaN (NaN only where every value is NaN)."""
     return _median("nanmedian", input, dim, keepdim, skip_nan=True)
+
+
+__all__ = exported(__name__)  # the names declared @public above
