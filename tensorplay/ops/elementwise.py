@@ -6,12 +6,14 @@ through :func:`tensorplay._dispatch.apply`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..amp import autocast_mode as _amp
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
+from ..dialects.tp.registry import lookup
 from ._helpers import as_tensor_arg, is_scalar, tensor_operands
 from ._public import exported, public
 
@@ -22,6 +24,19 @@ def _binary(op: str, a: Any, b: Any) -> Tensor:
 
 def _unary(op: str, x: Any, **attrs: Any) -> Tensor:
     return apply(op, as_tensor_arg(x, op), **attrs)
+
+
+def _binary_function(name: str) -> Callable[[Any, Any], Tensor]:
+    """``name(input, other)``: the binary tp op ``tp.<name>`` as PyTorch's function of that
+    name, documented by the op's docstring (the whole frontend of such an op)."""
+    op = "tp." + name
+
+    def function(input: Any, other: Any) -> Tensor:
+        return _binary(op, input, other)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = type(lookup(op)).__doc__
+    return function
 
 
 def _scaled(other: Any, alpha: Any) -> Any:
