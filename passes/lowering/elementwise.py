@@ -319,6 +319,7 @@ _TABLE: dict[str, tuple[Scalar, str]] = {
     "tp.maximum": (_shared(scalar_extremum, True), "work"),
     "tp.minimum": (_shared(scalar_extremum, False), "work"),
     "tp.atan2": (_libm_free(_binary(math.Atan2Op, None), f64=ml.atan2_f64), "work"),
+    "tp.copysign": (_binary(math.CopySignOp, None), "work"),
     "tp.bitwise_and": (_binary(None, arith.AndIOp, arith.AndIOp), "work"),
     "tp.bitwise_or": (_binary(None, arith.OrIOp, arith.OrIOp), "work"),
     "tp.bitwise_xor": (_binary(None, arith.XOrIOp, arith.XOrIOp), "work"),

@@ -132,6 +132,9 @@ def atan2(input: Any, other: Any) -> Tensor:
     return _binary("tp.atan2", input, other)
 
 
+copysign = public(method=True, inplace=True, ufunc="copysign")(_binary_function("copysign"))
+
+
 @public(method=True, ufunc="equal")
 def eq(input: Any, other: Any) -> Tensor:
     return _binary("tp.eq", input, other)

@@ -197,6 +197,13 @@ func.func @op_conv2d(%arg0: tensor<2x3x7x6xf32>, %arg1: tensor<4x3x3x3xf32>, %ar
   return %0 : tensor<2x4x5x4xf32>
 }
 
+// CHECK-LABEL: func.func @op_copysign(
+// CHECK-NEXT: %0 = "tp.copysign"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+func.func @op_copysign(%arg0: tensor<3x4xf32>, %arg1: tensor<3x4xf32>) -> tensor<3x4xf32> {
+  %0 = "tp.copysign"(%arg0, %arg1) : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
 // CHECK-LABEL: func.func @op_cos(
 // CHECK-NEXT: %0 = "tp.cos"(%arg0) : (tensor<4x5xf32>) -> tensor<4x5xf32>
 func.func @op_cos(%arg0: tensor<4x5xf32>) -> tensor<4x5xf32> {

@@ -59,6 +59,14 @@ def _hyperbolic_extremes(rng, dtype):
     return [Sample((values,), desc="extremes")]
 
 
+def _copysign_signs(rng, dtype):
+    """Signed zeros and infinities on either side of ``copysign``, NaN as the magnitude (a NaN's
+    own sign bit is not something PyTorch and numpy agree on across dtype conversions)."""
+    a = np.array([1.5, -2.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 3.0, -0.0], dtype=dtype.np_dtype)
+    b = np.array([-0.0, 0.0, -1.0, 1.0, -2.0, 5.0, -1.0, -3.0, -np.inf], dtype=dtype.np_dtype)
+    return [Sample((a, b), desc="signs")]
+
+
 def _bin(name, fn, ref, dtypes=NUMERIC, **kw):
     sample_kw = {k: kw.pop(k) for k in list(kw) if k in ("low", "high", "nonzero_rhs", "rhs_low", "rhs_high")}
     return OpInfo(name, fn, ref, _binary_samples(**sample_kw), dtypes=dtypes, **kw)
@@ -115,6 +123,10 @@ OPS = [
     _bin("maximum", lambda lib, a, b: lib.maximum(a, b), lambda a, b: np.maximum(_f(a), _f(b))),
     _bin("minimum", lambda lib, a, b: lib.minimum(a, b), lambda a, b: np.minimum(_f(a), _f(b))),
     _bin("atan2", lambda lib, a, b: lib.atan2(a, b), lambda a, b: np.arctan2(_f(a), _f(b)), dtypes=FLOATS),
+    _bin("copysign", lambda lib, a, b: lib.copysign(a, b), lambda a, b: np.copysign(_f(a), _f(b)),
+         dtypes=ALL_DTYPES, low=-3, high=3),
+    OpInfo("copysign_signs", lambda lib, a, b: a.copysign(b), lambda a, b: np.copysign(_f(a), _f(b)),
+           _copysign_signs, dtypes=FLOATS),
     _bin("eq", lambda lib, a, b: a == b, lambda a, b: _f(a) == _f(b), dtypes=ALL_DTYPES, low=-2, high=2),
     _bin("ne", lambda lib, a, b: a != b, lambda a, b: _f(a) != _f(b), dtypes=ALL_DTYPES, low=-2, high=2),
     _bin("lt", lambda lib, a, b: a < b, lambda a, b: _f(a) < _f(b)),

@@ -452,6 +452,27 @@ class Atan2(BinaryArith):
         return np.arctan2(a, b)
 
 
+@register
+class CopySign(BinaryArith):
+    """Elementwise magnitude of the first operand with the sign bit of the second (the signs of
+    -0.0 and NaN count)."""
+
+    name = "tp.copysign"
+    result_kind = "float"
+
+    def vjp(self, ctx, grads):
+        g, a, b = grads[0], ctx.input(0), ctx.input(1)
+        ga = gb = None
+        if ctx.needs(0):  # +-1 (the result over lhs), 0 where lhs is 0, as PyTorch
+            ga = G.where(ctx, a == 0, 0.0, g * (ctx.output() / a))
+        if ctx.needs(1):  # the sign bit is piecewise constant
+            gb = ctx.zeros(tuple(b.shape), g.dtype, g)
+        return ga, gb
+
+    def compute(self, a, b):
+        return np.copysign(a, b)
+
+
 class Bitwise(BinaryArith):
     allow_float = False
     differentiable = False
