@@ -77,3 +77,17 @@ def random_source(fn: Callable[..., Any] | None = None, *,
         return hook(fn, args, kwargs)
 
     return draw
+
+
+#: types whose values a traced function reads are guarded by identity, not by content (their
+#: state changes every step; what a compiled step reads of it is a graph input or guarded by
+#: the object itself): optimizers and schedules register themselves
+identity_guarded_types: tuple[type, ...] = ()
+
+
+def guard_by_identity(cls: type) -> type:
+    """Register ``cls`` with :data:`identity_guarded_types` (usable as a class decorator)."""
+    global identity_guarded_types
+    if cls not in identity_guarded_types:
+        identity_guarded_types = (*identity_guarded_types, cls)
+    return cls

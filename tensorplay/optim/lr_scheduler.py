@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._capture_hooks import guard_by_identity
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR", "LinearLR", "SequentialLR", "ExponentialLR",
@@ -40,6 +41,7 @@ def _under_capture(sched: Any, method: str, args: tuple) -> bool:
     return True
 
 
+@guard_by_identity  # (a traced function that reads one guards it by identity)
 class LRScheduler:
     """Base: subclasses give ``get_lr()`` (from the current lrs) and, where PyTorch has one,
     ``_closed_form()`` (from the base lrs, used for ``step(epoch)``)."""

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._capture_hooks import guard_by_identity
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .. import _views
@@ -23,6 +24,7 @@ class _Required:
 required: Any = _Required()
 
 
+@guard_by_identity  # (a traced function that reads one guards it by identity)
 class Optimizer:
     """Base of the optimizers: ``params`` is an iterable of tensors or of dicts (parameter
     groups with their own options); ``defaults`` holds the options groups do not set.

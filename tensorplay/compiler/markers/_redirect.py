@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._logging import get_logger
-from ..capture.reads import StandIn, hide_code, unhide_code
+from ..capture.code_hiding import StandIn, hide_code, unhide_code
 from ._session import current_capture, describe
 
 __all__ = ["route", "unroute", "routed_marker", "capture_entered", "capture_exited"]
