@@ -218,7 +218,7 @@ class StepValues:
         return self.capture is not None
 
     def _prepare(self) -> None:
-        from ..compiler.capture.session import suspended
+        from ..compiler.capture.session import without_capture as suspended
 
         opt = self.opt
         for group in opt.param_groups:

@@ -27,7 +27,7 @@ from ..errors import GraphCaptureError
 from .. import tracedir
 from ..graphviz import graph_dot
 from .graphs import type_key
-from .session import region_compiler
+from .region_compilers import region_compiler
 from .traced import describe_graph
 
 __all__ = ["Backend", "compile_graph", "check_native"]

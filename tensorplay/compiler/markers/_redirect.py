@@ -172,7 +172,7 @@ _INSTALLED = _dirs(*(p for p in sysconfig.get_paths().values() if "-packages" in
 
 
 def _is_tensorplay_file(filename: str) -> bool:
-    from ..capture.session import _is_ours
+    from ..capture.user_frames import _is_ours
 
     return _is_ours(filename)
 
@@ -238,7 +238,7 @@ _modules_seen = 0  # len(sys.modules) when the places were last looked up
 
 
 def _user_module(module: Any) -> bool:
-    from ..capture.session import _is_user_file
+    from ..capture.user_frames import _is_user_file
 
     filename = getattr(module, "__file__", None)
     return isinstance(filename, str) and _is_user_file(os.path.abspath(filename))
