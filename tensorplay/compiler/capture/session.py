@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ... import _views
+from ..._capture_handler import CaptureHandler
 from ..._tensor import Tensor
 from ...dialects.tp.graph import SourceLoc
 from ...profiler._state import state as _prof_state
@@ -63,8 +64,11 @@ __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capt
 _log_breaks = get_logger("breaks")
 
 
-class Capture(OpRecorder, ArgumentBorrowing, Segments, SizeSettling, RandomDraws, BackwardInGraph, TraceDriver):
+class Capture(OpRecorder, ArgumentBorrowing, Segments, SizeSettling, RandomDraws, BackwardInGraph, TraceDriver,
+              CaptureHandler):
     """A capture session; see :mod:`tensorplay.compiler.capture` for the public contract."""
+
+    captures_program = True
 
     def __init__(self, config: CaptureConfig, mode: str = TRACE):
         self.config = config
@@ -159,6 +163,11 @@ class Capture(OpRecorder, ArgumentBorrowing, Segments, SizeSettling, RandomDraws
         self.graph_break(reason)
         with without_capture():
             return fn(*args, **(kwargs or {}))
+
+    def eagerly(self) -> AbstractContextManager[None]:
+        """A block that runs eagerly without ending the segment: no op is recorded and no
+        capture is current (its tensors must be concrete)."""
+        return without_capture()
 
     def run_after_program(self, fn: Callable[..., Any], args: Sequence[Any], reason: str) -> Any:
         """Python that changes only Python state which the graph reads afresh on every call

@@ -13,13 +13,12 @@ __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 def _grads(parameters: Any) -> list[Tensor]:
-    from ... import _dispatch
+    from ..._capture_hooks import active_handler
 
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    note = getattr(_dispatch.current_handler(), "note_grad_read", None)
-    if note is not None:  # a compiled function: which .grad are None is guarded
-        for p in params:
-            note(p)
+    handler = active_handler()
+    for p in params:  # (a compiled function guards which .grad are None)
+        handler.note_grad_read(p)
     return [p for p in params if p.grad is not None]
 
 
@@ -101,7 +100,7 @@ def _program(params: list[Tensor], grads: list[Tensor], norm_type: float) -> Any
         return None
     program = _programs.get(key)
     if program is None:
-        from ...compiler import compile as compile_fn
+        from ... import compile as compile_fn  # (tp.compile: loads the compiler on first use)
 
         def clip(grads: list[Tensor], max_norm: float) -> Tensor:
             with no_grad():
