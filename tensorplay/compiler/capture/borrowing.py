@@ -13,6 +13,7 @@ from ...dialects.tp.types import TensorType
 from .bindings import ArgInput, AttachedInput, Binding
 from .records import _Borrow, _Ref
 
+
 class ArgumentBorrowing:
     """The capture's part that borrows outside tensors and reads them as graph inputs."""
 

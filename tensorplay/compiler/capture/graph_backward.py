@@ -11,10 +11,10 @@ import numpy as np
 from ... import _views
 from ..._tensor import Tensor
 from ...dialects.tp.graph import Node, Value
-
 from .active import without_capture
 from .records import TRACE
 from .user_frames import user_loc
+
 
 class BackwardInGraph:
     """The capture's part that builds ``backward()`` into the traced graph and keeps the ``.grad``

@@ -12,9 +12,10 @@ from ..._tensor import Tensor
 from ...dialects.tp import symbolic as sym
 from ...dialects.tp.types import TensorType, type_of_array
 from . import pytree
-from .bindings import RandomInput
 from .active import without_capture
+from .bindings import RandomInput
 from .records import TRACE, _Ref
+
 
 class RandomDraws:
     """The capture's ``random_call`` hook."""

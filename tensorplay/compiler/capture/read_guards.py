@@ -25,6 +25,7 @@ from .value_signatures import (_CONST_TYPES, _IDENTITY_TYPES, MISSING, Ident, _c
 __all__ = ["ReadGuard", "Read", "GlobalRead", "CellRead", "AttrRead", "ItemRead", "ContentRead", "FunctionRead",
            "function_like"]
 
+
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
 class GlobalRead:
     """``name`` in a module's globals; ``builtins`` is where a global that is not there is

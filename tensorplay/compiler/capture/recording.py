@@ -17,9 +17,10 @@ from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
 from ..errors import GraphCaptureError
 from .bindings import ArrayInput, AttachedInput, Binding
+from .borrowing import _describe
 from .records import TRACE, _Ref
 from .user_frames import user_loc
-from .borrowing import _describe
+
 
 class OpRecorder:
     """The capture's dispatch handler: records ops into the current graph."""

@@ -6,10 +6,11 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ..._capture_handler import CaptureHandler
 from ..._tensor import Tensor
 from ...dialects.tp.graph import Graph, SourceLoc, Value
 from ..symbolic.guard import ShapeGuard
@@ -17,12 +18,8 @@ from ..symbolic.shape_env import ShapeEnv
 from . import pytree
 from .bindings import Binding
 
-if TYPE_CHECKING:
-    from .session import Capture
-
+#: the modes of a capture: tracing a whole graph, or recording segments lazily after a break
 TRACE = "trace"
-
-
 LAZY = "lazy"
 
 
@@ -82,7 +79,7 @@ class _Ref:
 
     __slots__ = ("session", "graph", "value", "device")
 
-    def __init__(self, session: Capture, graph: Graph, value: Value, device: Any = None):
+    def __init__(self, session: CaptureHandler, graph: Graph, value: Value, device: Any = None):
         self.session = session
         self.graph = graph
         self.value = value

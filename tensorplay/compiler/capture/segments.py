@@ -16,9 +16,9 @@ from ..._tensor import Tensor
 from ...dialects.tp.graph import Graph, Value
 from ...dialects.tp.types import TensorType
 from .._logging import get_logger
+from .active import without_capture
 from .bindings import Binding
 from .graphs import substitute_type, format_graph, order_inputs_by_use, prune_inputs
-from .active import without_capture
 from .records import LAZY, TRACE, SegmentInfo, _Borrow, _Ref
 
 _log_graphs = get_logger("graphs")

@@ -42,13 +42,13 @@ from .._logging import get_logger
 from ..errors import GraphCaptureError
 from ..symbolic.shape_env import ShapeEnv
 from . import pytree
-from .bindings import ReadInput
-from .read_guards import ReadGuard
-from .read_tracer import ReadRecorder
 from .active import current_capture, exporting, is_compiling, is_exporting, without_capture
+from .bindings import ReadInput
 from .borrowing import ArgumentBorrowing
 from .graph_backward import BackwardInGraph
 from .random_draws import RandomDraws
+from .read_guards import ReadGuard
+from .read_tracer import ReadRecorder
 from .recording import OpRecorder
 from .records import LAZY, TRACE, BreakInfo, CaptureConfig, SegmentInfo, TraceResult
 from .region_compilers import region_backward_compiler, region_compiler, set_region_compiler

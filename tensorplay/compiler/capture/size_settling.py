@@ -22,6 +22,7 @@ from .graphs import substitute_sizes
 from .records import _Ref
 from .user_frames import user_loc
 
+
 class SizeSettling:
     """The capture's part that keeps sizes symbolic and settles them at each segment."""
 

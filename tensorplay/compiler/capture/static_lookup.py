@@ -1,6 +1,8 @@
 """What an attribute or item read gives, found without running code of another library.
 
 The read tracer follows ``obj.name`` and ``container[key]`` statically: the instance dict, the
+
+
 class attributes along the MRO, Module parameters/buffers/submodules, the builtin containers.
 Where a getter or ``__getitem__`` of other code would decide, :class:`Opaque` says so.
 """
@@ -13,6 +15,7 @@ from typing import Any
 from .value_signatures import MISSING, _tensor_types
 
 __all__ = ["Opaque", "static_attr", "static_item"]
+
 
 class Opaque(Exception):
     """Reading this attribute would run code the recorder does not follow."""

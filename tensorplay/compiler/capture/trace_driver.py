@@ -7,7 +7,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,16 +20,13 @@ from .._logging import get_logger
 from ..errors import GraphCaptureError
 from ..symbolic.guard import ShapeGuard
 from . import pytree
+from .active import _stack
 from .bindings import ArrayInput, AttachedInput, Binding, RandomInput
+from .borrowing import _alive
 from .graphs import format_graph, substitute_sizes
 from .read_tracer import ReadRecorder
-from .active import _stack
 from .records import LAZY, TRACE, TraceResult, _Dead, _Ref
 from .user_frames import _is_user_file
-from .borrowing import _alive
-
-if TYPE_CHECKING:
-    from .session import Capture
 
 _log_breaks = get_logger("breaks")
 _log_graphs = get_logger("graphs")
@@ -39,7 +36,7 @@ class TraceDriver:
     """The capture's part that runs the function and finishes the trace."""
 
     @contextmanager
-    def active(self) -> Iterator[Capture]:
+    def active(self) -> Iterator[TraceDriver]:
         """Install this session as the dispatch handler and the current capture (and let
         markers redirect calls of marked callables and watch for disallowed ones)."""
         from ..markers import _capture_entered, _capture_exited

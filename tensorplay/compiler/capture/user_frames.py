@@ -10,6 +10,7 @@ import sysconfig
 from ...dialects.tp.graph import SourceLoc
 from .code_hiding import is_hidden_code
 
+
 def _dirs(*paths: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.join(q, "") for p in paths if p for q in (p, os.path.realpath(p))))
 
@@ -35,8 +36,6 @@ def _package_roots() -> list[tuple[tuple[str, ...], bool]]:
 
 
 _ROOTS: list[tuple[tuple[str, ...], bool]] | None = None
-
-
 _user_file_cache: dict[str, bool] = {}
 
 

@@ -23,6 +23,7 @@ from .code_hiding import StandIn
 
 __all__ = ["MISSING", "Ident", "signature", "SIGNATURE_BUDGET", "ARRAY_VALUE_BYTES"]
 
+
 class _Missing:
     __slots__ = ()
 
