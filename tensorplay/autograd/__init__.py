@@ -63,7 +63,6 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if retain_graph is None:
         retain_graph = create_graph
     from .. import _dispatch
-
     from .._capture_hooks import active_handler
 
     handler = _dispatch.current_handler()

@@ -15,7 +15,10 @@ from .records import _Borrow, _Ref
 
 
 class ArgumentBorrowing:
-    """The capture's part that borrows outside tensors and reads them as graph inputs."""
+    """The capture's part that borrows outside tensors and reads them as graph inputs.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def borrow_argument(self, tensor: Tensor, index: int, path: str) -> None:
         dims = (self.config.dynamic_dims or {}).get(index)

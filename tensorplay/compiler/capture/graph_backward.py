@@ -18,7 +18,10 @@ from .user_frames import user_loc
 
 class BackwardInGraph:
     """The capture's part that builds ``backward()`` into the traced graph and keeps the ``.grad``
-    it sets (see the comment above :meth:`zero_grad`)."""
+    it sets (see the comment above :meth:`zero_grad`).
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def backward_in_graph(self, outputs: Sequence[Tensor], grads: Sequence[Any], inputs: Sequence[Any] | None,
                           create_graph: bool) -> bool:

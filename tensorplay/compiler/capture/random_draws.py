@@ -18,7 +18,10 @@ from .records import TRACE, _Ref
 
 
 class RandomDraws:
-    """The capture's ``random_call`` hook."""
+    """The capture's ``random_call`` hook.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def random_call(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         """A random op: drawn by the eager generator; under trace, a graph input redrawn on

@@ -23,7 +23,10 @@ from .user_frames import user_loc
 
 
 class OpRecorder:
-    """The capture's dispatch handler: records ops into the current graph."""
+    """The capture's dispatch handler: records ops into the current graph.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def __call__(self, op: Op, operands: tuple[Any, ...], attrs: dict[str, Any],
                  result_types: tuple[TensorType, ...]) -> Any:

@@ -25,7 +25,10 @@ _log_graphs = get_logger("graphs")
 
 
 class Segments:
-    """The capture's part that runs the pending graph as a segment."""
+    """The capture's part that runs the pending graph as a segment.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def _new_graph(self) -> None:
         self.graph = Graph(name=self._graph_name())

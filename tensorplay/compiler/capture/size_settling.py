@@ -24,7 +24,10 @@ from .user_frames import user_loc
 
 
 class SizeSettling:
-    """The capture's part that keeps sizes symbolic and settles them at each segment."""
+    """The capture's part that keeps sizes symbolic and settles them at each segment.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     def _symbolic_type(self, tensor: Tensor, index: int, path: str, dims: dict[int, Any]) -> TensorType | None:
         """The argument's type with a size symbol for each dim in ``dims`` (a dim of size 0

@@ -33,7 +33,10 @@ _log_graphs = get_logger("graphs")
 
 
 class TraceDriver:
-    """The capture's part that runs the function and finishes the trace."""
+    """The capture's part that runs the function and finishes the trace.
+
+    One part of :class:`~.session.Capture`: it works on the session's state, set up in
+    ``Capture.__init__`` and, per graph, in :meth:`~.segments.Segments._new_graph`."""
 
     @contextmanager
     def active(self) -> Iterator[TraceDriver]:
