@@ -2,7 +2,8 @@
 
 Each read (:data:`Read`: a global, a closure cell, an attribute, an item, a container's
 content, a function object's own state) is checked as ``signature(fetch()) == signature at
-capture``; :class:`ReadGuard` runs all the checks of one trace as one generated function.
+capture``; :func:`sign_reads` takes those signatures once the trace ends, and
+:class:`ReadGuard` runs all the checks of one trace as one generated function.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import numpy as np
 from ...dialects.tp import dtypes as dt
 from .code_hiding import _stood_in, stood_for
 from .static_lookup import _class_lookup, _unwrap, static_attr, static_item
-from .value_signatures import (_CONST_TYPES, _IDENTITY_TYPES, MISSING, Ident, _const_like, _is_module_instance,
-                               _is_plain_object, _Signer, _tensor_types, signature)
+from .value_signatures import (_CONST_TYPES, _IDENTITY_TYPES, MISSING, Ident, _const_like, _in_state,
+                               _is_module_instance, _is_plain_object, _object_state, _Signer, _tensor_types,
+                               signature)
 
 __all__ = ["ReadGuard", "Read", "GlobalRead", "CellRead", "AttrRead", "ItemRead", "ContentRead", "FunctionRead",
-           "function_like"]
+           "function_like", "sign_reads"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -317,3 +319,83 @@ class ReadGuard:
 
     def __len__(self) -> int:
         return len(self.checks)
+
+
+def sign_reads(reads: dict[tuple, tuple[str, Read, Any, Any]], on_function: Callable[[Any, str, Any], None]
+               ) -> tuple[list[tuple[str, Read, tuple[Any, Any]]], list[Any], set[str], list[tuple[int, ...]]]:
+    """The checks of a :class:`ReadGuard` for ``reads`` (key -> (description, read, value, where
+    read)), their signatures taken now: also the objects the signatures hold by identity, the
+    kinds of containers cut at the budget and the shapes of arrays too large to sign.
+    ``on_function(fn, description, loc)`` is told of each function a signed value holds (it
+    may add reads, which are signed in turn). A read from a container or object whose content
+    another kept read already signs is left out."""
+    signed = []
+    truncated: set[str] = set()
+    large: list[tuple[int, ...]] = []
+    keep: list[Any] = []
+    module_t = _tensor_types()[1]
+    done = 0
+    while done < len(reads):  # (functions found inside what is signed add reads)
+        pending = list(reads.values())[done:]
+        done += len(pending)
+        for description, read, value, loc in pending:
+            if isinstance(read, ContentRead) and isinstance(value, module_t):
+                continue
+            try:
+                now = stood_for(read.fetch())
+            except Exception:  # noqa: BLE001
+                now = MISSING
+            signer = _Signer()
+            expected = signer.sign(now)
+            truncated.update(signer.truncated)
+            large += signer.large_arrays
+            keep += signer.keep
+            if type(read) is not FunctionRead:
+                for x in signer.keep:
+                    if x is not now and (function_like(x) or isinstance(x, types.MethodType)):
+                        on_function(x, f"{_show(x)} held by {description}", loc)
+            holder = id(read.owner) if isinstance(read, ItemRead) or (
+                isinstance(read, AttrRead) and _in_state(read.owner, read.name)) else None
+            signer.visited.discard(holder)
+            text = description if type(read) is FunctionRead else f"{description} == {_show(now)}"
+            signed.append((holder, signer.visited, text + (f" (read at {loc})" if loc else ""), read,
+                           (now, expected)))
+    covered_anywhere = set().union(*(v for _, v, _, _, _ in signed)) if signed else set()
+    covered_by_roots: set[int] = set()
+    for holder, visited, *_ in signed:
+        if holder is None or holder not in covered_anywhere:
+            covered_by_roots |= visited
+    checks = [(d, f, e) for holder, _, d, f, e in signed if holder is None or holder not in covered_by_roots]
+    return checks, keep, truncated, large
+
+
+def _show(v: Any, depth: int = 0) -> str:
+    """A short text for a guarded value, built without calling ``repr`` on anything but
+    constants (a tensor being captured must not be asked for its values)."""
+    text = _show_inner(v, depth)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _show_inner(v: Any, depth: int) -> str:
+    if _const_like(v):
+        return repr(v)
+    if isinstance(v, (types.FunctionType, type)):
+        return f"<{v.__qualname__}>"
+    if isinstance(v, types.ModuleType):
+        return f"<module {v.__name__}>"
+    if v is MISSING:
+        return "<missing>"
+    if depth > 2:
+        return "..."
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_show_inner(x, depth + 1) for x in list(v)[:8]) + (", ..." if len(v) > 8 else "")
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, dict):
+        items = list(v.items())
+        inner = ", ".join(f"{_show_inner(k, depth + 1)}: {_show_inner(x, depth + 1)}" for k, x in items[:8])
+        return "{" + inner + (", ..." if len(items) > 8 else "") + "}"
+    if _is_plain_object(v):
+        fields = _object_state(v)
+        inner = ", ".join(f"{k}={_show_inner(x, depth + 1)}" for k, x in fields[:8])
+        return f"{type(v).__name__}({inner}{', ...' if len(fields) > 8 else ''})"
+    return f"<{type(v).__name__}>"

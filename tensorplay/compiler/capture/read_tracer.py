@@ -21,11 +21,10 @@ from typing import Any
 from ...dialects.tp.graph import SourceLoc
 from .code_hiding import code_of, is_hidden_code, stood_for
 from .read_guards import (AttrRead, CellRead, ContentRead, FunctionRead, GlobalRead, ItemRead, Read, ReadGuard,
-                          function_like)
+                          function_like, sign_reads)
 from .static_lookup import Opaque, _class_lookup, static_attr, static_item
 from .value_signatures import (_CONST_TYPES, ARRAY_VALUE_BYTES, MISSING, SIGNATURE_BUDGET, _const_like,
-                               _in_state, _is_module_instance, _is_plain_object, _object_state, _Signer,
-                               _tensor_types)
+                               _is_module_instance, _is_plain_object, _tensor_types)
 
 __all__ = ["ReadRecorder", "SideEffect"]
 
@@ -462,43 +461,7 @@ class ReadRecorder:
     def guard(self) -> ReadGuard:
         """The guard of everything read (signatures taken now, after the trace). A read from
         a container or object whose content another kept read already signs is left out."""
-        signed = []
-        truncated: set[str] = set()
-        large: list[tuple[int, ...]] = []
-        keep: list[Any] = []
-        module_t = _tensor_types()[1]
-        done = 0
-        while done < len(self._reads):  # (functions found inside what is signed add reads)
-            pending = list(self._reads.values())[done:]
-            done += len(pending)
-            for description, read, value, loc in pending:
-                if isinstance(read, ContentRead) and isinstance(value, module_t):
-                    continue
-                try:
-                    now = stood_for(read.fetch())
-                except Exception:  # noqa: BLE001
-                    now = MISSING
-                signer = _Signer()
-                expected = signer.sign(now)
-                truncated.update(signer.truncated)
-                large += signer.large_arrays
-                keep += signer.keep
-                if type(read) is not FunctionRead:
-                    for x in signer.keep:
-                        if x is not now and (function_like(x) or isinstance(x, types.MethodType)):
-                            self.function_state(x, f"{_show(x)} held by {description}", loc)
-                holder = id(read.owner) if isinstance(read, ItemRead) or (
-                    isinstance(read, AttrRead) and _in_state(read.owner, read.name)) else None
-                signer.visited.discard(holder)
-                text = description if type(read) is FunctionRead else f"{description} == {_show(now)}"
-                signed.append((holder, signer.visited, text + (f" (read at {loc})" if loc else ""), read,
-                               (now, expected)))
-        covered_anywhere = set().union(*(v for _, v, _, _, _ in signed)) if signed else set()
-        covered_by_roots: set[int] = set()
-        for holder, visited, *_ in signed:
-            if holder is None or holder not in covered_anywhere:
-                covered_by_roots |= visited
-        checks = [(d, f, e) for holder, _, d, f, e in signed if holder is None or holder not in covered_by_roots]
+        checks, keep, truncated, large = sign_reads(self._reads, self.function_state)
         for kind in sorted(truncated):
             self.note(f"a {kind} read by the program is larger than {SIGNATURE_BUDGET} items or nested "
                       f"deeper: past that, identity and size are guarded, not content")
@@ -519,35 +482,3 @@ def _label(obj: Any) -> str:
     if isinstance(obj, list):
         return "list"
     return f"<{type(obj).__name__}>"
-
-
-def _show(v: Any, depth: int = 0) -> str:
-    """A short text for a guarded value, built without calling ``repr`` on anything but
-    constants (a tensor being captured must not be asked for its values)."""
-    text = _show_inner(v, depth)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _show_inner(v: Any, depth: int) -> str:
-    if _const_like(v):
-        return repr(v)
-    if isinstance(v, (types.FunctionType, type)):
-        return f"<{v.__qualname__}>"
-    if isinstance(v, types.ModuleType):
-        return f"<module {v.__name__}>"
-    if v is MISSING:
-        return "<missing>"
-    if depth > 2:
-        return "..."
-    if isinstance(v, (list, tuple)):
-        inner = ", ".join(_show_inner(x, depth + 1) for x in list(v)[:8]) + (", ..." if len(v) > 8 else "")
-        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
-    if isinstance(v, dict):
-        items = list(v.items())
-        inner = ", ".join(f"{_show_inner(k, depth + 1)}: {_show_inner(x, depth + 1)}" for k, x in items[:8])
-        return "{" + inner + (", ..." if len(items) > 8 else "") + "}"
-    if _is_plain_object(v):
-        fields = _object_state(v)
-        inner = ", ".join(f"{k}={_show_inner(x, depth + 1)}" for k, x in fields[:8])
-        return f"{type(v).__name__}({inner}{', ...' if len(fields) > 8 else ''})"
-    return f"<{type(v).__name__}>"
