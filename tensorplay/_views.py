@@ -307,10 +307,13 @@ def check_pending(t: Any) -> None:
     if handler is None or st.pending() is not handler:
         return
     st.pending = None
-    brk = getattr(handler, "graph_break", None)
-    if brk is None:
+    from ._capture_hooks import active_handler
+
+    hooks = active_handler()  # (the handler above, where it declares the interface)
+    if not hooks.captures_program:
         raise RuntimeError("a tensor read after a write through a view of it made outside the capture")
-    brk("a tensor is read after a write through a view of it that was made outside the compiled function")
+    hooks.graph_break("a tensor is read after a write through a view of it that was made outside the compiled "
+                      "function")
 
 
 def _functional(t: Any) -> bool:

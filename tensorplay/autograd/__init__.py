@@ -63,12 +63,12 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if retain_graph is None:
         retain_graph = create_graph
     from .. import _dispatch
+    from .._capture_hooks import active_handler
 
     handler = _dispatch.current_handler()
-    if handler is not None and hasattr(handler, "backward_in_graph") and any(
-            getattr(t, "_data", 0) is None for t in outputs):
+    if handler is not None and any(getattr(t, "_data", 0) is None for t in outputs):
         targets = None if inputs is None else _as_tuple(inputs)
-        if handler.backward_in_graph(outputs, list(grads), targets, create_graph):
+        if active_handler().backward_in_graph(outputs, list(grads), targets, create_graph):
             return  # (a compiled training step: the gradients are part of its graph)
     if handler is not None:
         # eager autograd inside a compiled function (after a graph break made the roots

@@ -320,11 +320,11 @@ def zero_grads(params: Any, set_to_none: bool) -> None:
     """``zero_grad()`` of a module or an optimizer: each tensor's ``.grad`` to None, or (not
     ``set_to_none``) a gradient it holds to zeros. Inside a compiled function the capture
     does it (``Capture.zero_grad``), so that every call clears the gradients again."""
-    from .. import _dispatch
+    from .._capture_hooks import active_handler
 
-    traced = getattr(_dispatch.current_handler(), "zero_grad", None)
+    handler = active_handler()
     for p in params:
-        if traced is not None and traced(p, set_to_none):
+        if handler.zero_grad(p, set_to_none):
             continue
         if p.grad is None:
             continue

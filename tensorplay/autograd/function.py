@@ -122,11 +122,11 @@ class Function:
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
-        from .._dispatch import current_handler
+        from .._capture_hooks import active_handler
         from .._tensor import Tensor
 
-        handler = current_handler()
-        if handler is not None and is_grad_enabled() and hasattr(handler, "run_eagerly") and any(
+        handler = active_handler()
+        if handler.captures_program and is_grad_enabled() and any(
                 isinstance(a, Tensor) and (a._requires_grad or not _views.has_memory(a)) for a in args):
             # a capture under grad mode: the backward is this class's Python, which a compiled
             # backward cannot run, so the call runs eagerly (a graph break; an error under fullgraph)

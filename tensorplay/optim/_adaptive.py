@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..ops import elementwise as E
+from ..ops import elementwise
 from ..ops.creation import full_like, ones_like, tensor
 from ._algorithms import _check, _zeros
 from .optimizer import Optimizer, StepValues
@@ -112,8 +112,8 @@ class Adamax(Optimizer):
         for p, g, state, step, lr in run.each(group):
             g = run.weight_decay(p, g, lr, wd, False)
             m, inf = state["exp_avg"], state["exp_inf"]
-            m.copy_(E.lerp(m, g, 1 - beta1))
-            inf.copy_(E.maximum(inf * beta2, g.abs() + eps))
+            m.copy_(elementwise.lerp(m, g, 1 - beta1))
+            inf.copy_(elementwise.maximum(inf * beta2, g.abs() + eps))
             run.add_scaled(p, m / inf, -lr / (1 - beta1 ** step))
 
 
@@ -156,7 +156,7 @@ class NAdam(Optimizer):
             else:
                 product_now = float(product.item())
             m, v = state["exp_avg"], state["exp_avg_sq"]
-            m.copy_(E.lerp(m, g, 1 - beta1))
+            m.copy_(elementwise.lerp(m, g, 1 - beta1))
             v.copy_(v * beta2 + g * g * (1 - beta2))
             denom = (v / (1 - beta2 ** step)).sqrt() + eps
             run.add_scaled(p, g / denom, -lr * (1.0 - mu) / (1.0 - product_now))
@@ -189,7 +189,7 @@ class RAdam(Optimizer):
         for p, g, state, step, lr in run.each(group):
             g = run.weight_decay(p, g, lr, wd, group["decoupled_weight_decay"])
             m, v = state["exp_avg"], state["exp_avg_sq"]
-            m.copy_(E.lerp(m, g, 1 - beta1))
+            m.copy_(elementwise.lerp(m, g, 1 - beta1))
             v.copy_(v * beta2 + g * g * (1 - beta2))
             bias2 = 1 - beta2 ** step
             corrected = m / (1 - beta1 ** step)
@@ -197,7 +197,7 @@ class RAdam(Optimizer):
             rect_sq = (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
             if run.traced:  # both branches, selected by the step count's value
                 adaptive = run.sqrt(bias2) / (v.sqrt() + eps)
-                p.sub_(corrected * lr * E.where(rho_t > 5.0, adaptive * run.sqrt(rect_sq), 1.0))
+                p.sub_(corrected * lr * elementwise.where(rho_t > 5.0, adaptive * run.sqrt(rect_sq), 1.0))
             elif rho_t > 5.0:
                 adaptive = bias2 ** 0.5 / (v.sqrt() + eps)
                 p.sub_(corrected * lr * adaptive * rect_sq ** 0.5)
@@ -281,9 +281,10 @@ class Rprop(Optimizer):
             prev, size = state["prev"], state["step_size"]
             agree = (g * prev).sign()
             flipped = agree < 0
-            factor = E.where(agree > 0, plus, E.where(flipped, minus, ones_like(agree)))  # (in p's dtype)
+            # (in p's dtype)
+            factor = elementwise.where(agree > 0, plus, elementwise.where(flipped, minus, ones_like(agree)))
             size.copy_((size * factor).clamp(low, high))
-            g = E.where(flipped, 0.0, g)
+            g = elementwise.where(flipped, 0.0, g)
             p.sub_(g.sign() * size)
             prev.copy_(g)
 

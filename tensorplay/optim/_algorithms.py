@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..ops.creation import tensor, zeros
-from ..ops import elementwise as E
+from ..ops import elementwise
 from .optimizer import Optimizer, StepValues, required
 
 __all__ = ["SGD", "Adam", "AdamW", "RMSprop"]
@@ -100,13 +100,13 @@ class Adam(Optimizer):
         for p, g, state, step, lr in run.each(group):
             g = run.weight_decay(p, g, lr, wd, group.get("decoupled_weight_decay", self._decoupled))
             m, v = state["exp_avg"], state["exp_avg_sq"]
-            m.copy_(E.lerp(m, g, 1 - beta1))
+            m.copy_(elementwise.lerp(m, g, 1 - beta1))
             v.copy_(v * beta2 + g * g * (1 - beta2))
             bias1 = 1 - beta1 ** step
             bias2_sqrt = run.sqrt(1 - beta2 ** step)
             if amsgrad:
                 top = state["max_exp_avg_sq"]
-                top.copy_(E.maximum(top, v))
+                top.copy_(elementwise.maximum(top, v))
                 v = top
             denom = v.sqrt() / bias2_sqrt + eps
             run.add_scaled(p, m / denom, -lr / bias1)
@@ -156,7 +156,7 @@ class RMSprop(Optimizer):
             sq.copy_(sq * alpha + g * g * (1 - alpha))
             if centered:
                 ga = state["grad_avg"]
-                ga.copy_(E.lerp(ga, g, 1 - alpha))
+                ga.copy_(elementwise.lerp(ga, g, 1 - alpha))
                 avg = (sq - ga * ga).sqrt() + eps
             else:
                 avg = sq.sqrt() + eps

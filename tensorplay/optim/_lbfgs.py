@@ -152,10 +152,10 @@ class LBFGS(Optimizer):
         if closure is None or not callable(closure):
             raise TypeError("LBFGS.step() requires a closure that clears the gradients, computes the loss, "
                             f"calls backward() and returns the loss; got {type(closure).__name__}")
-        from .. import _dispatch
+        from .._capture_hooks import active_handler
 
-        handler = _dispatch.current_handler()
-        if handler is not None and hasattr(handler, "run_eagerly"):
+        handler = active_handler()
+        if handler.captures_program:
             return handler.run_eagerly(type(self)._run, (self, closure), {},
                                        "LBFGS.step() (its iterations depend on the loss and gradient values)")
         return self._run(closure)

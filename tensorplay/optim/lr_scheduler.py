@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._capture_hooks import active_handler, guard_by_identity
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "LambdaLR", "CosineAnnealingLR", "LinearLR", "SequentialLR", "ExponentialLR",
@@ -23,23 +24,17 @@ def _under_capture(sched: Any, method: str, args: tuple) -> bool:
     group's lr), which the compiled optimizer step reads as an input on every call: a trace
     runs it now and after the program on each later call; where the optimizer steps after it
     in the same call, or in segments, it runs eagerly at a graph break."""
-    from .. import _dispatch
-
-    handler = _dispatch.current_handler()
-    if handler is None:
+    handler = active_handler()
+    if not handler.captures_program:
         return False
     bound = getattr(type(sched), method)
     reason = (f"{type(sched).__name__}.{method}() (changes the optimizer's learning rates; call it after "
               f"opt.step() or outside the compiled step)")
-    if hasattr(handler, "run_after_program"):
-        handler.run_after_program(bound, (sched, *args), reason)
-    elif hasattr(handler, "run_eagerly"):
-        handler.run_eagerly(bound, (sched, *args), {}, reason)
-    else:
-        return False
+    handler.run_after_program(bound, (sched, *args), reason)
     return True
 
 
+@guard_by_identity  # (a traced function that reads one guards it by identity)
 class LRScheduler:
     """Base: subclasses give ``get_lr()`` (from the current lrs) and, where PyTorch has one,
     ``_closed_form()`` (from the base lrs, used for ``step(epoch)``)."""
@@ -659,10 +654,8 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record one value of the metric (a number or a one-element tensor)."""
-        from .. import _dispatch
-
-        handler = _dispatch.current_handler()
-        if handler is not None and hasattr(handler, "run_eagerly"):
+        handler = active_handler()
+        if handler.captures_program:
             # the metric's value decides: the graph breaks here
             handler.run_eagerly(type(self).step, (self, metrics, epoch), {},
                                 "ReduceLROnPlateau.step() (reads the metric's value)")

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .._capture_hooks import guard_by_identity
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from .. import _views
@@ -23,6 +24,7 @@ class _Required:
 required: Any = _Required()
 
 
+@guard_by_identity  # (a traced function that reads one guards it by identity)
 class Optimizer:
     """Base of the optimizers: ``params`` is an iterable of tensors or of dicts (parameter
     groups with their own options); ``defaults`` holds the options groups do not set.
@@ -137,7 +139,7 @@ class Optimizer:
                     return None  # (each op on a device tensor runs there already)
         program = self.__dict__.get("_program")
         if program is None:
-            from ..compiler import compile as compile_fn
+            from .. import compile as compile_fn  # (tp.compile: loads the compiler on first use)
 
             program = self._program = compile_fn(self._step_eagerly, name=f"{type(self).__name__}_step",
                                                  dynamic=False)
@@ -202,11 +204,11 @@ class StepValues:
     (groups, options other than lr, which parameters have gradients, the state tensors)."""
 
     def __init__(self, opt: Optimizer):
-        from .. import _dispatch
+        from .._capture_hooks import active_handler
 
-        handler = _dispatch.current_handler()
+        handler = active_handler()
         self.opt = opt
-        self.capture = handler if hasattr(handler, "input_from") else None
+        self.capture = handler if handler.captures_program else None
         self._lr: dict[tuple, Any] = {}
         if self.capture is not None:
             self._prepare()
@@ -216,13 +218,11 @@ class StepValues:
         return self.capture is not None
 
     def _prepare(self) -> None:
-        from ..compiler.capture.session import suspended
-
         opt = self.opt
         for group in opt.param_groups:
             for p in group["params"]:  # (which have gradients: the guard below keeps it)
                 self.capture.note_grad_read(p, guarded=True)
-        with suspended():  # real tensors: state that every later call reads and updates
+        with self.capture.eagerly():  # real tensors: state that every later call reads and updates
             for group in opt.param_groups:
                 for p in group["params"]:
                     if p.grad is not None and not opt.state.get(p):

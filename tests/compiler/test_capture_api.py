@@ -8,7 +8,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay.compiler import GraphCaptureError
-from tensorplay.compiler.capture import Capture, current_capture, exporting, is_exporting, suspended
+from tensorplay.compiler.capture import Capture, current_capture, exporting, is_exporting, without_capture
 from tests.compiler.conftest import CountingBackend, probe
 from tensorplay.dialects.tp.graph import CALL
 
@@ -256,7 +256,7 @@ def test_loc_is_the_users_frame(backend):
     assert (locs[0].file, locs[0].line) == (__file__, f.original.__code__.co_firstlineno + 2)
 
 
-def test_suspended_runs_the_block_eagerly(backend):
+def test_without_capture_runs_the_block_eagerly(backend):
     seen, seen_append = probe()
 
     @tp.compile(backend=backend)
@@ -264,7 +264,7 @@ def test_suspended_runs_the_block_eagerly(backend):
         cap = current_capture()
         y = x + 1
         cap.graph_break("before eager block")
-        with suspended():
+        with without_capture():
             seen_append((current_capture(), tp.compiler.is_compiling()))
             z = y * 10  # eager: y is concrete after the break
             seen_append(z._data is not None)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import _dispatch
+from ..._capture_handler import CaptureHandler
 from ..._grad_mode import no_grad
 from ...amp.autocast_mode import suspended as autocast_suspended
 from ..._tensor import Tensor
@@ -59,8 +60,9 @@ class _Ref:
         self.value = value
 
 
-class _Tape:
-    """The dispatch handler that records what the gradient rules apply."""
+class _Tape(CaptureHandler):
+    """The dispatch handler that records what the gradient rules apply (a
+    :class:`CaptureHandler` that only records: no graph breaks, guards or graph inputs)."""
 
     def __init__(self, shape_env: Any, loc: Any):
         self.nodes: list[Node] = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ... import _dispatch
+from ..._capture_hooks import active_handler
 from ...dialects.tp.graph import Graph, Value, copy_nodes
 from ...dialects.tp.ops.control import scan_layout
 
@@ -143,8 +143,7 @@ def scan_vjp(ctx: Any, grads: list[Any]) -> list[Any]:
     out = [None] * len(inputs)
     if not fc and not need_x and not need_k:
         return out
-    handler = _dispatch.current_handler()
-    shape_env = getattr(handler, "shape_env", None)
+    shape_env = active_handler().shape_env
     if saved is None:  # the forward loop again, saving them
         saving = saving_body(body, nc)
         loop = dict(num_carries=nc, num_xs=nx, length=length, reverse=reverse)

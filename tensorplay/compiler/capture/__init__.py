@@ -4,7 +4,7 @@ Semantics of the Capture API (what :mod:`tensorplay.compiler.markers` relies on)
 
 ``current_capture() -> Capture | None``
     The innermost active capture session of this thread, or None when code runs eagerly
-    (including inside :meth:`Capture.run_eagerly` and :func:`suspended`). ``is_compiling()``
+    (including inside :meth:`Capture.run_eagerly` and :func:`without_capture`). ``is_compiling()``
     is ``current_capture() is not None``.
 
 ``Capture.fullgraph: bool``
@@ -60,7 +60,7 @@ Semantics of the Capture API (what :mod:`tensorplay.compiler.markers` relies on)
     The caller's position: the first frame outside the tensorplay package and the standard
     library.
 
-Extras used by markers: :func:`suspended` (a context manager running its block eagerly
+Extras used by markers: :func:`without_capture` (a context manager running its block eagerly
 with no session; call ``graph_break`` first when capture tensors are live) and
 :func:`region_compiler`. Export uses :func:`capture_once` (one whole-graph trace, returning
 its :class:`TraceResult`; ``dynamic_dims`` makes argument dims symbolic, whose relations the
@@ -81,8 +81,8 @@ from .session import (
     is_compiling,
     is_exporting,
     region_compiler,
-    suspended,
+    without_capture,
 )
 
 __all__ = ["Capture", "CaptureConfig", "BreakInfo", "SegmentInfo", "current_capture", "is_compiling",
-           "is_exporting", "exporting", "suspended", "region_compiler", "capture_once", "TraceResult"]
+           "is_exporting", "exporting", "without_capture", "region_compiler", "capture_once", "TraceResult"]

@@ -25,7 +25,7 @@ from ..._tensor import Tensor
 from ...runtime.storage import DeviceArray
 from ...dialects.tp import dtypes as dt
 from . import pytree
-from .reads import code_of
+from .code_hiding import code_of
 from ... import _views
 
 __all__ = ["CallKey", "TensorKey", "FloatKey", "ValueKey", "ObjectKey", "GlobalModes", "call_key", "mask_key",

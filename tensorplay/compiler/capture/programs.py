@@ -27,10 +27,10 @@ from ..errors import GraphCaptureError
 from .. import tracedir
 from ..graphviz import graph_dot
 from .graphs import type_key
-from .session import region_compiler
+from .region_compilers import region_compiler
 from .traced import describe_graph
 
-__all__ = ["Backend", "compile_graph", "check_native"]
+__all__ = ["ConfiguredBackend", "Backend", "compile_graph", "check_native"]
 
 _log_perf = get_logger("perf")
 
@@ -38,8 +38,9 @@ _log_perf = get_logger("perf")
 Runner = Callable[..., list]
 
 
-class Backend:
-    """A resolved backend with its merged options, called per the backend convention."""
+class ConfiguredBackend:
+    """A resolved backend with its merged options, called per the backend convention: each
+    call compiles one graph into a runner (traced, timed and logged)."""
 
     def __init__(self, fn: Callable[..., Any], options: dict[str, Any], label: str):
         self.fn = fn
@@ -85,6 +86,10 @@ class Backend:
         return run if getattr(run, "takes_device_arrays", False) else _on_host(run)
 
 
+#: the name compiler/api.py imports
+Backend = ConfiguredBackend
+
+
 def _on_host(run: Runner) -> Runner:
     """A backend's ``run`` that takes numpy arrays (the backend convention), called with device
     arrays too: those are copied to the host, and the results go back to their device."""
@@ -118,24 +123,24 @@ def check_native(graph: Graph) -> None:
 _region_programs: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compile_graph(graph: Graph, arrays: Sequence[np.ndarray], backend: Backend) -> Runner:
+def compile_graph(graph: Graph, arrays: Sequence[np.ndarray], backend: ConfiguredBackend) -> Runner:
     """A runner for ``graph``: the backend's own, or a chain around separately compiled regions."""
     if not any(n.callee is not None and region_compiler(n.callee) is not None for n in graph.nodes):
         return backend(graph, arrays)
     return _Chain(graph, arrays, backend)
 
 
-def _region_backend(compiler: Any) -> Backend:
+def _region_backend(compiler: Any) -> ConfiguredBackend:
     from ..backends import lookup_backend
 
     label = compiler if isinstance(compiler, str) else getattr(compiler, "__name__", repr(compiler))
-    return Backend(lookup_backend(compiler), {}, str(label))
+    return ConfiguredBackend(lookup_backend(compiler), {}, str(label))
 
 
 class _Chain:
     """Pieces of one graph run in order; regions with their own backend in between."""
 
-    def __init__(self, graph: Graph, arrays: Sequence[np.ndarray], backend: Backend):
+    def __init__(self, graph: Graph, arrays: Sequence[np.ndarray], backend: ConfiguredBackend):
         self.graph = graph
         pieces: list[list[Node]] = []
         current: list[Node] = []

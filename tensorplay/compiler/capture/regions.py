@@ -20,7 +20,10 @@ from ...dialects.tp.graph import Graph, Value
 from ..errors import GraphCaptureError
 from . import pytree
 from .graphs import substitute_sizes
-from .session import _REGION_BACKWARD, _REGION_COMPILERS, Capture, _Ref, user_loc
+from .records import _Ref
+from .region_compilers import _REGION_BACKWARD, _REGION_COMPILERS
+from .session import Capture
+from .user_frames import user_loc
 
 __all__ = ["Region", "call_region", "call_scan"]
 

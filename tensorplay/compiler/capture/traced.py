@@ -13,7 +13,7 @@ from .. import tracedir
 from ..graphviz import graph_dot, input_labels, source_labels
 from .graphs import format_graph
 from .guards import ModuleGuard, is_module
-from .reads import ReadGuard
+from .read_guards import ReadGuard
 
 __all__ = ["function_info", "module_names", "record_capture", "record_guards", "describe_graph", "timeline_parts"]
 

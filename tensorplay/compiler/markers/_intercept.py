@@ -14,7 +14,7 @@ import threading
 import types
 from typing import Any
 
-from ._session import current_capture, describe, suspended
+from ._session import current_capture, describe, eager_after_break
 from .._logging import get_logger
 
 __all__ = ["register_disallowed", "is_disallowed_in_graph", "capture_entered", "capture_exited"]
@@ -143,7 +143,7 @@ class _Interceptor:
         where = f" (called at {caller.f_code.co_filename}:{caller.f_lineno})" if caller else ""
         reason = f"call to {name}, marked with tensorplay.compiler.disallow_in_graph{where}"
         _log.info("%s: running it eagerly between graphs", reason)
-        context = suspended(self.cap, reason)
+        context = eager_after_break(self.cap, reason)
         context.__enter__()
         self.active = (frame, builtin, context)
 

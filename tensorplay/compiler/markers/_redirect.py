@@ -51,7 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._logging import get_logger
-from ..capture.reads import StandIn, hide_code, unhide_code
+from ..capture.code_hiding import StandIn, hide_code, unhide_code
 from ._session import current_capture, describe
 
 __all__ = ["route", "unroute", "routed_marker", "capture_entered", "capture_exited"]
@@ -172,7 +172,7 @@ _INSTALLED = _dirs(*(p for p in sysconfig.get_paths().values() if "-packages" in
 
 
 def _is_tensorplay_file(filename: str) -> bool:
-    from ..capture.session import _is_ours
+    from ..capture.user_frames import _is_ours
 
     return _is_ours(filename)
 
@@ -238,7 +238,7 @@ _modules_seen = 0  # len(sys.modules) when the places were last looked up
 
 
 def _user_module(module: Any) -> bool:
-    from ..capture.session import _is_user_file
+    from ..capture.user_frames import _is_user_file
 
     filename = getattr(module, "__file__", None)
     return isinstance(filename, str) and _is_user_file(os.path.abspath(filename))

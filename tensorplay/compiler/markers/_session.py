@@ -10,11 +10,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..._tensor import Tensor
-from ..capture import current_capture
-from ..capture import suspended as _no_capture
+from ..capture import current_capture, without_capture
 from ... import _views
 
-__all__ = ["current_capture", "suspended", "forcing_eager", "compile_disabled", "describe", "defined_at",
+__all__ = ["current_capture", "eager_after_break", "forcing_eager", "compile_disabled", "describe", "defined_at",
            "is_capture_tensor", "at_capture_time", "on_reset", "run_reset_hooks"]
 
 _local = threading.local()
@@ -22,10 +21,10 @@ _reset_hooks: list[Callable[[], None]] = []
 
 
 @contextlib.contextmanager
-def suspended(cap: Any, reason: str) -> Iterator[None]:
+def eager_after_break(cap: Any, reason: str) -> Iterator[None]:
     """End the current segment (a graph break for ``reason``) and run the block eagerly."""
     cap.graph_break(reason)
-    with _no_capture():
+    with without_capture():
         yield
 
 
@@ -33,7 +32,7 @@ def suspended(cap: Any, reason: str) -> Iterator[None]:
 def at_capture_time() -> Iterator[None]:
     """Run the block eagerly in the middle of a capture, without ending the segment: no op is
     recorded and ``is_compiling()`` is False (its tensors must be concrete)."""
-    with _no_capture():
+    with without_capture():
         yield
 
 

@@ -152,7 +152,7 @@ def disable_capture() -> Iterator[None]:
         if cap is None:
             yield
             return
-        with _session.suspended(cap, "tensorplay.compiler.disable_capture() block"):
+        with _session.eager_after_break(cap, "tensorplay.compiler.disable_capture() block"):
             yield
 
 

@@ -611,7 +611,7 @@ def _mul_interval(x: tuple[Any, Any], y: tuple[Any, Any]) -> tuple[Any, Any]:
 
 
 def _user_loc() -> Any:
-    from ..capture.session import user_loc
+    from ..capture.user_frames import user_loc
 
     try:
         return user_loc(3)

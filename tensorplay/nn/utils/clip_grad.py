@@ -13,13 +13,12 @@ __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 def _grads(parameters: Any) -> list[Tensor]:
-    from ... import _dispatch
+    from ..._capture_hooks import active_handler
 
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    note = getattr(_dispatch.current_handler(), "note_grad_read", None)
-    if note is not None:  # a compiled function: which .grad are None is guarded
-        for p in params:
-            note(p)
+    handler = active_handler()
+    for p in params:  # (a compiled function guards which .grad are None)
+        handler.note_grad_read(p)
     return [p for p in params if p.grad is not None]
 
 
@@ -44,12 +43,12 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
     while the gradients live on the host, unless ``foreach=False`` or ``error_if_nonfinite``
     (which must look at the norm before any gradient changes): PyTorch's multi-tensor clipping
     without a kernel per gradient and op."""
-    from ...ops import creation as C
+    from ...ops import creation
 
     params = _grads(parameters)
     norm_type = float(norm_type)
     if not params:
-        return C.tensor(0.0)
+        return creation.tensor(0.0)
     grads = [p.grad for p in params]
     program = None if error_if_nonfinite or foreach is False else _program(params, grads, norm_type)
     if program is not None:
@@ -67,20 +66,20 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
 def _total_norm(grads: list[Tensor], norm_type: float) -> Tensor:
     """PyTorch's form: a norm per gradient, then the norm of those, in the gradients' dtype (no
     .item() on the way: inside a compiled function it stays in the graph)."""
-    from ...ops import elementwise as E
-    from ...ops import reduction as R
+    from ...ops import elementwise
+    from ...ops import reduction
     from ...ops.shape import stack
 
     if norm_type == math.inf:
-        return R.amax(stack([R.amax(E.abs(g)) for g in grads]))
-    norms = [R.sum(E.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads]
-    return R.sum(stack(norms) ** norm_type) ** (1.0 / norm_type)
+        return reduction.amax(stack([reduction.amax(elementwise.abs(g)) for g in grads]))
+    norms = [reduction.sum(elementwise.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads]
+    return reduction.sum(stack(norms) ** norm_type) ** (1.0 / norm_type)
 
 
 def _scale(grads: list[Tensor], max_norm: float, total: Tensor) -> None:
-    from ...ops import elementwise as E
+    from ...ops import elementwise
 
-    coef = E.clamp(max_norm / (total + 1e-6), max=1.0)
+    coef = elementwise.clamp(max_norm / (total + 1e-6), max=1.0)
     for g in grads:
         g.mul_(coef.to(g.dtype))
 
@@ -101,7 +100,7 @@ def _program(params: list[Tensor], grads: list[Tensor], norm_type: float) -> Any
         return None
     program = _programs.get(key)
     if program is None:
-        from ...compiler import compile as compile_fn
+        from ... import compile as compile_fn  # (tp.compile: loads the compiler on first use)
 
         def clip(grads: list[Tensor], max_norm: float) -> Tensor:
             with no_grad():
