@@ -73,7 +73,6 @@ def _donations(graph: Graph, trace: Any) -> dict[int, int]:
     return pairs
 
 
-
 def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
     """An op that fails while sizes are symbolic names them ``s0``, ``s1``: add a note
     saying which argument sizes those are and their values in the failing call."""
@@ -89,8 +88,8 @@ def _name_symbolic_sizes(exc: BaseException, env: Any) -> None:
             for info in named) + ")")
 
 
-
 def arg_paths(cf: CompiledFunction, treedef: pytree.TreeDef) -> list[str]:
+    """The path of each leaf of a call, named after the parameters (``x``, ``batch['ids']``)."""
     names = cf._signature
     out = []
     for p in pytree.leaf_paths(treedef):
@@ -106,7 +105,9 @@ def arg_paths(cf: CompiledFunction, treedef: pytree.TreeDef) -> list[str]:
 
 
 def capture(cf: CompiledFunction, args: tuple, kwargs: dict, leaves: list[Any], treedef: pytree.TreeDef,
-             key: CallKey) -> Any:
+            key: CallKey) -> Any:
+    """A call no entry of ``cf`` serves: capture it into a new entry (run eagerly past the
+    recompile limit) and return its result; the capture is traced when a trace is asked for."""
     group = cf._group
     paths = arg_paths(cf, treedef)
     if group.count:
@@ -131,7 +132,7 @@ def capture(cf: CompiledFunction, args: tuple, kwargs: dict, leaves: list[Any], 
     tracer = function_tracer(cf)
     if tracer is None:
         result = _capture_as(cf, name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
-                                  dynamic_dims, spec)
+                             dynamic_dims, spec)
         if decided:
             group.remember_dynamic(name)
         return result
@@ -142,7 +143,7 @@ def capture(cf: CompiledFunction, args: tuple, kwargs: dict, leaves: list[Any], 
     with tracedir.active(scope):
         try:
             result = _capture_as(cf, name, args, kwargs, leaves, key, paths, modules, guards, keepalive,
-                                      dynamic_dims, spec)
+                                 dynamic_dims, spec)
         except BaseException as exc:
             tracedir.note(scope, error=f"{type(exc).__name__}: {exc}")
             tracedir.event(scope, "error", entry=name, error=f"{type(exc).__name__}: {str(exc)[:500]}")
@@ -322,7 +323,8 @@ def _limit_reached(cf: CompiledFunction, args: tuple, kwargs: dict, reason: str)
     if not group.warned:
         group.warned = True
         warnings.warn(message + ". Calls that no cached graph covers now run eagerly; raise "
-                      "recompile_limit or call tensorplay.compiler.reset()", UserWarning, stacklevel=4)
+                      "recompile_limit or call tensorplay.compiler.reset()", UserWarning,
+                      stacklevel=5)  # (the user's call: here, capture, CompiledFunction._capture, __call__)
     _log_recompiles.info("%s: running eagerly (%s)", cf.name, reason)
     tracer = function_tracer(cf)
     if tracer is not None and not group.traced_limit:
@@ -332,6 +334,7 @@ def _limit_reached(cf: CompiledFunction, args: tuple, kwargs: dict, reason: str)
 
 
 def run_segmented(cf: CompiledFunction, args: tuple, kwargs: dict, leaves: list[Any], entry: Entry) -> Any:
+    """Run a segmented entry: the Python again, lazily, its graph segments from the cache."""
     config = CaptureConfig(name=cf.name, fullgraph=False, strict_native=False, dynamic=cf.dynamic,
                            run_graph=functools.partial(run_segment, cf), regions=cf._group.regions,
                            run_training=functools.partial(run_segment_training, cf))
@@ -341,6 +344,7 @@ def run_segmented(cf: CompiledFunction, args: tuple, kwargs: dict, leaves: list[
 
 
 def run_segment(cf: CompiledFunction, graph: Graph, arrays: list[np.ndarray], segment: bool) -> list[np.ndarray]:
+    """Run a graph segment, its program compiled once per structure (eagerly past the budget)."""
     group = cf._group
     skey = (structural_key(graph), cf._config)
     runner = group.segments.get(skey)
