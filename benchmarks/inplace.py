@@ -19,10 +19,10 @@ import sys
 RUN = """
 import json, resource, statistics, sys, time
 import numpy as np, tensorplay as tp
-import tensorplay.compiler.api as api
+import tensorplay.compiler.specialize as specialize
 width, layers, steps, mode = {width}, {layers}, {steps}, {mode!r}
 if mode == "new buffers":
-    api._donations = lambda graph, trace: {{}}
+    specialize._donations = lambda graph, trace: {{}}
 tp.manual_seed(0)
 mods = []
 for _ in range(layers):

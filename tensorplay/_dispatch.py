@@ -2,7 +2,8 @@
 
 ``apply("tp.add", a, b)`` verifies operands and attributes against the registry and
 then either runs the op's reference implementation (eager mode on host tensors), runs it
-as a one-op program on the device of its device tensors (``compiler/backends/device_ops``),
+on the device of its device tensors through the device runner (a one-op program: the hook is
+declared here and set by ``compiler/backends/device_ops``, see :func:`set_device_runner`),
 or, while a capture handler is installed and an operand belongs to it, lets the handler
 record a graph node.
 """
@@ -10,6 +11,7 @@ record a graph node.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,7 +27,7 @@ from .autograd.engine import record
 from .profiler._state import state as _prof_state
 from .runtime.storage import DeviceArray
 
-__all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler"]
+__all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler", "DeviceRunner", "set_device_runner"]
 
 #: ``handler(op, operands, attrs, result_types)`` returns the results, or NotImplemented
 #: to let the op run eagerly.
@@ -44,6 +46,34 @@ _ops: dict[str, Op] = {}
 #: code applies the same op to the same types over and over (each step, each layer of a stack)
 _verified: dict[tuple, tuple[TensorType, ...]] = {}
 _VERIFIED_MAX = 1 << 16
+
+
+#: ``run(op, operands, attrs, result_types)`` -> the results as tensors on the GPU device of the
+#: device operands. Running an op there means compiling it into a one-op program, which is the
+#: compiler's work: the module named by ``DEVICE_RUNNER_MODULE`` sets the runner when it is
+#: imported, and the first op that meets a device tensor imports it.
+DeviceRunner = Callable[[Op, tuple[Any, ...], dict[str, Any], tuple[TensorType, ...]], tuple]
+DEVICE_RUNNER_MODULE = "tensorplay.compiler.backends.device_ops"
+_device_runner: DeviceRunner | None = None
+
+
+def set_device_runner(run: DeviceRunner) -> None:
+    """Make ``run`` the way ops on device tensors run (see :data:`DeviceRunner`)."""
+    global _device_runner
+    _device_runner = run
+
+
+def _device_runner_or_load() -> DeviceRunner:
+    if _device_runner is None:
+        try:
+            importlib.import_module(DEVICE_RUNNER_MODULE)
+        except ImportError as exc:
+            raise RuntimeError(f"ops on tensors on a GPU device run as compiled one-op programs, which "
+                               f"{DEVICE_RUNNER_MODULE} provides; importing it failed: {exc}") from exc
+        if _device_runner is None:
+            raise RuntimeError(f"{DEVICE_RUNNER_MODULE} was imported but set no device runner "
+                               f"(tensorplay._dispatch.set_device_runner): ops on device tensors cannot run")
+    return _device_runner
 
 
 def _op(name: str) -> Op:
@@ -107,9 +137,7 @@ def apply(op_name: str, *operands: Any, **attrs: Any) -> Any:
             result_types = op.verify([None if o is None else type_of_array(o._data) for o in operands], attrs)
     arrays = [None if o is None else o._data for o in operands]
     if any(type(a) is DeviceArray for a in arrays):  # tensors on a GPU device: the op runs there
-        from .compiler.backends.device_ops import run_on_device
-
-        wrapped = run_on_device(op, operands, attrs, result_types)
+        wrapped = _device_runner_or_load()(op, operands, attrs, result_types)
         if not view:  # a result in an operand's buffer (an identity) gets a buffer of its own
             for w in wrapped:
                 d = w._data

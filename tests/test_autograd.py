@@ -24,6 +24,25 @@ def test_every_op_has_a_gradient_rule_or_declares_none():
     assert not missing, f"differentiable tp ops without a gradient rule (Op.vjp): {missing}"
 
 
+def test_one_rule_context_for_eager_and_compiled_gradients(monkeypatch):
+    # the same rule is given the engine's Node eagerly and the differentiator's context when
+    # a compiled call is traced: both are RuleContexts
+    from tensorplay.autograd.rule_context import RuleContext
+
+    sin = type(tp.dialects.tp.registry.lookup("tp.sin"))
+    rule, seen = sin.vjp, []
+
+    def recording(self, ctx, grads):
+        seen.append((type(ctx).__name__, isinstance(ctx, RuleContext)))
+        return rule(self, ctx, grads)
+
+    monkeypatch.setattr(sin, "vjp", recording)
+    x = tp.randn(3, requires_grad=True)
+    x.sin().sum().backward()
+    tp.compile(lambda t: t.sin().sum(), backend="eager")(x).backward()
+    assert {name for name, _ in seen} == {"Node", "_RuleContext"} and all(ok for _, ok in seen), seen
+
+
 # --- the op table against PyTorch ---------------------------------------------------------------
 
 def _float64_cases():

@@ -27,6 +27,7 @@ from .._grad_mode import no_grad, set_grad_enabled
 from ..amp.autocast_mode import suspended as autocast_suspended
 from .. import _views
 from ..profiler._state import state as _prof_state
+from .rule_context import RuleContext
 
 __all__ = ["GraphNode", "Node", "AccumulateGrad", "NoBackward", "record", "run_backward", "RemovableHandle",
            "fit_gradient", "add_gradients", "edge_of", "zero_grads"]
@@ -139,8 +140,9 @@ class GraphNode:
         """``t``, an operand, was rebound in place to this node's result (nothing saved here)."""
 
 
-class Node(GraphNode):
-    """The backward of one op application (a tensor's ``grad_fn``)."""
+class Node(GraphNode, RuleContext):
+    """The backward of one op application (a tensor's ``grad_fn``), and the
+    :class:`RuleContext` its op's gradient rule is given."""
 
     def __init__(self, op: Any, attrs: dict, operands: Sequence[Any], outputs: Sequence[Any]):
         super().__init__()

@@ -428,6 +428,13 @@ def test_mixing_devices_is_pytorchs_error(dev):
     np.testing.assert_array_equal(x[tp.tensor([2, 0])].cpu().detach().numpy(), x.cpu().detach().numpy()[[2, 0]])
 
 
+def test_eager_ops_on_device_tensors_run_through_the_runner_device_ops_sets():
+    from tensorplay import _dispatch
+
+    # the tensor core declares the hook (it imports nothing of the compiler); device_ops sets it
+    assert _dispatch._device_runner_or_load() is device_ops.run_on_device
+
+
 def test_eager_ops_stay_on_the_device(dev):
     x = tp.randn(8, 16)
     d = x.to(dev)

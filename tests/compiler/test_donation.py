@@ -162,7 +162,7 @@ def test_a_compiled_step_updates_its_large_state_in_the_same_buffers(monkeypatch
     (entry,) = compiled._group.order
     assert len(entry.donated) == 6
     # the same values as a program writing new buffers, bit for bit
-    monkeypatch.setattr(tp.compiler.api, "_donations", lambda graph, trace: {})
+    monkeypatch.setattr(tp.compiler.specialize, "_donations", lambda graph, trace: {})
     fresh_net, _, fresh_step = _mlp_step()
     fresh = tp.compiler.compile(fresh_step, backend="iree-cpu")
     for x, y in batches:

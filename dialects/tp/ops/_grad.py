@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 __all__ = ["scalar", "where", "arange", "mask", "unreduce", "reduced_dims", "count", "zeros_like", "on", "zero_vjp"]
 
 
-def scalar(ctx: Any, value: float, like: Any) -> Any:
+def scalar(ctx: RuleContext, value: float, like: Any) -> Any:
     """A 0-d tensor holding ``value`` in ``like``'s dtype."""
     return ctx.apply_op("tp.full", shape=(), value=float(value), dtype=like.dtype)
 
 
-def where(ctx: Any, cond: Any, a: Any, b: Any) -> Any:
+def where(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
     """``tp.where`` accepting Python numbers for either branch."""
     like = a if not isinstance(a, (int, float)) else b
     if isinstance(a, (int, float)):
@@ -26,7 +29,7 @@ def where(ctx: Any, cond: Any, a: Any, b: Any) -> Any:
     return ctx.apply_op("tp.where", cond, a, b)
 
 
-def arange(ctx: Any, n: Any, dtype: Any, like: Any) -> Any:
+def arange(ctx: RuleContext, n: Any, dtype: Any, like: Any) -> Any:
     """``0 .. n-1`` on ``like``'s device; a symbolic ``n`` (a traced backward under dynamic
     sizes) stays symbolic."""
     from .. import symbolic as sym
@@ -40,7 +43,7 @@ def mask(cond: Any, like: Any) -> Any:
     return cond.to(like.dtype)
 
 
-def zeros_like(ctx: Any, like: Any) -> Any:
+def zeros_like(ctx: RuleContext, like: Any) -> Any:
     """Zeros of ``like``'s shape, dtype and device."""
     return ctx.zeros(tuple(like.shape), like.dtype, like)
 
@@ -84,7 +87,7 @@ def at_least_one(n: Any) -> Any:
     return max(n, 1)
 
 
-def zero_vjp(op: Any, ctx: Any, grads: Sequence[Any]) -> tuple:
+def zero_vjp(op: Any, ctx: RuleContext, grads: Sequence[Any]) -> tuple:
     """The rule of a piecewise-constant op (rounding, sign, rounded division): zero almost
     everywhere, for every operand, as PyTorch's."""
     zero = zeros_like(ctx, grads[0])

@@ -15,7 +15,7 @@ ops, so every pass and the lowering treat it like any other function.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from .. import symbolic as sym
 from ..errors import AttributeError_, OpError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register, signature_of
 from ..types import TensorType
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 __all__ = ["Scan", "scan_layout"]
 
@@ -130,7 +133,7 @@ class Scan(Op):
         return tuple(carries + stacked)
 
     @staticmethod
-    def vjp(ctx, grads):
+    def vjp(ctx: RuleContext, grads):
         # the reverse loop is built by differentiating the body graph, which the compiler's
         # autodiff does (tensorplay/compiler/autodiff/scan.py)
         from tensorplay.compiler.autodiff.scan import scan_vjp

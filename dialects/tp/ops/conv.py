@@ -9,7 +9,7 @@ padding.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from .._lazy import lazy
 from .. import symbolic as sym
 from ..types import Dim, TensorType
 from .elementwise import cast_array
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 sympy = lazy("sympy")
 
@@ -60,7 +63,7 @@ def windows_may_miss_input(sizes: tuple, attrs: dict[str, Any]) -> bool:
     return False
 
 
-def _scatter_to_indices(ctx: Any, g: Any, indices: Any) -> Any:
+def _scatter_to_indices(ctx: RuleContext, g: Any, indices: Any) -> Any:
     """A max pool's gradient added back at the input elements its ``indices`` (flat per
     channel, as ``max_pool2d_with_indices`` gives) name; a window without input elements
     (index -1) gives none."""
@@ -86,7 +89,7 @@ def _tiled_windows(shape: tuple, attrs: dict[str, Any]) -> bool:
             and all(type(d) is int for d in shape[2:]))
 
 
-def _tiled_max_grad(ctx: Any, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -> Any:
+def _tiled_max_grad(ctx: RuleContext, x: Any, y: Any, g: Any, kernel: tuple[int, int]) -> Any:
     """A max pool's input gradient where the windows tile the input: each window's first
     element equal to its maximum (of a window with NaNs, its last NaN) takes the window's gradient. Two
     fused elementwise/reduction passes over the input, instead of a second pool that tracks
@@ -166,7 +169,7 @@ class Conv2d(_Spatial):
         Attr("groups", AttrKind.INT, 1),
     )
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, x, w = grads[0], ctx.input(0), ctx.input(1)
         (sh, sw), (pt, pl, pb, pr) = ctx.attrs["stride"], ctx.attrs["padding"]
         (dh, dw), groups = ctx.attrs["dilation"], ctx.attrs["groups"]
@@ -306,7 +309,7 @@ def _weight_grad_by_taps(x_shape: tuple, w_shape: tuple, oh: Dim, ow: Dim) -> bo
     return n * c * kh * kw * oh * ow <= TAPS_GRAD_MAX
 
 
-def _weight_grad_taps(ctx: Any, xp: Any, g: Any, w_shape: tuple, groups: int, stride: tuple[int, int],
+def _weight_grad_taps(ctx: RuleContext, xp: Any, g: Any, w_shape: tuple, groups: int, stride: tuple[int, int],
                       dilation: tuple[int, int], out: tuple[int, int]) -> Any:
     """dL/dweight as one (batched over groups) matmul: the output gradient, (O/g, N*oH*oW) per
     group, times the padded input's windows laid out tap by tap, (C/g*kH*kW, N*oH*oW). IREE
@@ -410,7 +413,7 @@ class MaxPool2d(_MaxPoolBase):
 
     name = "tp.max_pool2d"
 
-    def vjp(self, ctx, grads):  # to the element each window's maximum came from (the first of ties)
+    def vjp(self, ctx: RuleContext, grads):  # to the element each window's maximum came from (the first of ties)
         if _tiled_windows(ctx.input_meta[0][0], ctx.attrs):
             return (_tiled_max_grad(ctx, ctx.input(0), ctx.output(0), grads[0], ctx.attrs["kernel_size"]),)
         _, indices = ctx.apply_op("tp.max_pool2d_with_indices", ctx.input(0), **ctx.attrs)
@@ -453,7 +456,7 @@ class MaxPool2dWithIndices(_MaxPoolBase):
     name = "tp.max_pool2d_with_indices"
     results = ("result", "indices")
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (_scatter_to_indices(ctx, grads[0], ctx.output(1)),)
 
     def infer(self, types, attrs):
@@ -501,7 +504,7 @@ class AvgPool2d(_Pool2d):
         Attr("divisor_override", AttrKind.INT, None, optional=True),
     )
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # each window's gradient over its divisor, added back at every kernel offset
         g = grads[0]
         (n, c, h, w), _ = ctx.input_meta[0]
@@ -578,7 +581,7 @@ class Pad(Op):
         Attr("value", AttrKind.FLOAT, 0.0, doc="fill value of constant mode"),
     )
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # each output element is a copy of one input element or the fill value: where each came
         # from is the pad of the input's element numbers, and the gradient is added back there
         g = grads[0]

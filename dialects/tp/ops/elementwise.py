@@ -9,7 +9,7 @@ the promoted dtype, so promotion in the IR never needs to know about Python numb
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes
 from ..types import TensorType, type_of_array
 from ._common import promote_operands, upcast
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -270,7 +273,7 @@ class Add(BinaryArith):
 
     name = "tp.add"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return grads[0], grads[0]
 
     def compute(self, a, b):
@@ -284,7 +287,7 @@ class Sub(BinaryArith):
     name = "tp.sub"
     allow_bool = False
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return grads[0], -grads[0] if ctx.needs(1) else None
 
     def check_dtype(self, promoted):
@@ -302,7 +305,7 @@ class Mul(BinaryArith):
 
     name = "tp.mul"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         return (g * ctx.input(1) if ctx.needs(0) else None, g * ctx.input(0) if ctx.needs(1) else None)
 
@@ -317,7 +320,7 @@ class Div(BinaryArith):
     name = "tp.div"
     result_kind = "float"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, b = grads[0], ctx.input(1)
         return (g / b if ctx.needs(0) else None, -g * ctx.output() / b if ctx.needs(1) else None)
 
@@ -366,7 +369,7 @@ class Remainder(BinaryArith):
     name = "tp.remainder"
     allow_bool = False
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         if not ctx.needs(1):
             return g, None
@@ -385,7 +388,7 @@ class Pow(BinaryArith):
     allow_bool = False
     operands = _binary(lhs="base", rhs="exponent")
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         ga = gb = None
         if ctx.needs(0):  # b * a ** (b - 1), 0 where b == 0 (as PyTorch)
@@ -410,7 +413,7 @@ class Maximum(BinaryArith):
 
     name = "tp.maximum"
 
-    def vjp(self, ctx, grads):  # ties share the gradient, as PyTorch
+    def vjp(self, ctx: RuleContext, grads):  # ties share the gradient, as PyTorch
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         half = G.mask(a == b, g) * 0.5
         return (g * (G.mask(a > b, g) + half) if ctx.needs(0) else None,
@@ -426,7 +429,7 @@ class Minimum(BinaryArith):
 
     name = "tp.minimum"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         half = G.mask(a == b, g) * 0.5
         return (g * (G.mask(a < b, g) + half) if ctx.needs(0) else None,
@@ -443,7 +446,7 @@ class Atan2(BinaryArith):
     name = "tp.atan2"
     result_kind = "float"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         d = g / (a * a + b * b)
         return (d * b if ctx.needs(0) else None, -d * a if ctx.needs(1) else None)
@@ -645,7 +648,7 @@ class Neg(Unary):
     name = "tp.neg"
     allow_bool = False
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (-grads[0],)
 
     def check_dtype(self, promoted):
@@ -664,7 +667,7 @@ class Abs(Unary):
     name = "tp.abs"
     allow_bool = False
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (grads[0] * ctx.input(0).sign(),)
 
     def compute(self, a):
@@ -857,7 +860,7 @@ class Relu(Activation):
 
     name = "tp.relu"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (grads[0] * G.mask(ctx.output() > 0, grads[0]),)
 
     def compute(self, a):
@@ -880,7 +883,7 @@ class Gelu(FloatActivation):
     name = "tp.gelu"
     attributes = (Attr("approximate", AttrKind.STR, "none", choices=("none", "tanh")),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, x = grads[0], ctx.input(0)
         if ctx.attrs["approximate"] == "tanh":
             k = math.sqrt(2.0 / math.pi)
@@ -923,7 +926,7 @@ class Silu(FloatActivation):
 
     name = "tp.silu"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         x = ctx.input(0)
         s = x.sigmoid()
         return (grads[0] * s * (1 + x * (1 - s)),)
@@ -942,7 +945,7 @@ class LeakyRelu(FloatActivation):
     name = "tp.leaky_relu"
     attributes = (Attr("negative_slope", AttrKind.FLOAT, 0.01),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         return (G.where(ctx, ctx.input(0) > 0, g, g * ctx.attrs["negative_slope"]),)
 
@@ -966,7 +969,7 @@ class Where(Elementwise):
     name = "tp.where"
     operands = (Operand("condition"), Operand("lhs"), Operand("rhs"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g, cond = grads[0], ctx.input(0)
         return (None, G.where(ctx, cond, g, 0.0) if ctx.needs(1) else None,
                 G.where(ctx, cond, 0.0, g) if ctx.needs(2) else None)
@@ -996,7 +999,7 @@ class Clamp(Unary):
     attributes = (Attr("min", AttrKind.FLOAT, None, optional=True),
                   Attr("max", AttrKind.FLOAT, None, optional=True))
 
-    def vjp(self, ctx, grads):  # through where the input is within the bounds (inclusive, as PyTorch)
+    def vjp(self, ctx: RuleContext, grads):  # through where the input is within the bounds (inclusive, as PyTorch)
         x, lo, hi = ctx.input(0), ctx.attrs["min"], ctx.attrs["max"]
         inside = None
         if lo is not None:
@@ -1051,7 +1054,7 @@ class Cast(Op):
     operands = (Operand("input"),)
     attributes = (Attr("dtype", AttrKind.DTYPE),)
 
-    def vjp(self, ctx, grads):  # the engine casts the gradient back to the input's dtype
+    def vjp(self, ctx: RuleContext, grads):  # the engine casts the gradient back to the input's dtype
         return (grads[0],)
 
     def infer(self, types, attrs):
@@ -1068,7 +1071,7 @@ class Fmod(BinaryArith):
     name = "tp.fmod"
     allow_bool = False
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         if not ctx.needs(1):
             return g, None

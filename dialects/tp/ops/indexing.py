@@ -8,6 +8,8 @@ PyTorch does; inference cannot, since index values are data.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +21,9 @@ from . import _grad as G
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes, format_shape, normalize_dim
 from ..types import Dim, TensorType
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 INDEX_DTYPES = (dt.int32, dt.int64)
 
@@ -58,7 +63,7 @@ class Gather(Indexing):
     operands = (Operand("input"), Operand("index"))
     attributes = (Attr("dim", AttrKind.INT),)
 
-    def vjp(self, ctx, grads):  # scatter-add: every other dim indexed by its position
+    def vjp(self, ctx: RuleContext, grads):  # scatter-add: every other dim indexed by its position
         shape, _ = ctx.input_meta[0]
         g, index = grads[0], ctx.input(1)
         rank = len(shape)
@@ -109,7 +114,7 @@ class IndexSelect(Indexing):
     operands = (Operand("input"), Operand("index"))
     attributes = (Attr("dim", AttrKind.INT),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         g = grads[0]
         d = ctx.attrs["dim"] % max(len(shape), 1)
@@ -198,7 +203,7 @@ class Index(Indexing):
     operands = (Operand("input"), Operand("indices", variadic=True))
     attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),)
 
-    def vjp(self, ctx, grads):  # added back where the elements were read (repeats add up)
+    def vjp(self, ctx: RuleContext, grads):  # added back where the elements were read (repeats add up)
         shape, _ = ctx.input_meta[0]
         g = grads[0]
         indices = [ctx.input(i) for i in range(1, len(ctx.input_meta))]
@@ -234,7 +239,7 @@ class IndexPut(Indexing):
     attributes = (Attr("dims", AttrKind.INTS, doc="increasing dimensions, one per index tensor"),
                   Attr("accumulate", AttrKind.BOOL, False, doc="add instead of overwrite"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         indices = [ctx.input(i) for i in range(2, len(ctx.input_meta))]
         dims = ctx.attrs["dims"]
@@ -295,7 +300,7 @@ class Tril(Triangle):
 
     name = "tp.tril"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (ctx.apply_op("tp.tril", grads[0], diagonal=ctx.attrs["diagonal"]),)
 
     def reference(self, arrays, attrs):
@@ -308,7 +313,7 @@ class Triu(Triangle):
 
     name = "tp.triu"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (ctx.apply_op("tp.triu", grads[0], diagonal=ctx.attrs["diagonal"]),)
 
     def reference(self, arrays, attrs):

@@ -7,6 +7,8 @@ permutes and sums), so a backend lowers one op to ``linalg.matmul``/``linalg.bat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..dtypes import from_numpy_dtype
@@ -14,6 +16,9 @@ from ..errors import DTypeError, ShapeError
 from ..registry import Op, Operand, register
 from ..shapes import broadcast_shapes, same_dim
 from ..types import TensorType
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 __all__ = ["MatMul", "format_matrix_shape"]
 
@@ -36,7 +41,7 @@ class MatMul(Op):
     family = "linalg"
     operands = (Operand("lhs"), Operand("rhs"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # 1-d operands as matrices (a row, b a column), batch dims summed away by the engine
         a, b, g = ctx.input(0), ctx.input(1), grads[0]
         a2 = a.unsqueeze(0) if a.dim() == 1 else a

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ..shapes import format_shape, normalize_dim, same_dim
 from ..types import Dim, TensorType, is_static, type_of_array
 from ._common import upcast
 from .elementwise import cast_array
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 
 def reduction_dims(op: str, dims: Sequence[int] | None, rank: int) -> tuple[int, ...]:
@@ -125,7 +128,7 @@ class Sum(Accumulating):
 
     name = "tp.sum"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
         return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]),)
@@ -143,7 +146,7 @@ class Prod(Accumulating):
 
     name = "tp.prod"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # the product of the other elements: out / x where x != 0; where x is the one zero of its
         # slice, the product of the rest; 0 where the slice has two or more zeros
         x = ctx.input(0)
@@ -173,7 +176,7 @@ class Mean(Reduction):
     attributes = Reduction.attributes + (
         Attr("dtype", AttrKind.DTYPE, None, optional=True, doc="convert the input to this first"),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
         return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / G.at_least_one(G.count(shape, dims)),)
@@ -201,7 +204,7 @@ class Extremum(Reduction):
     def check(self, t, dims, attrs):
         _check_nonempty(self, t, dims, attrs["dims"] is None)
 
-    def vjp(self, ctx, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
+    def vjp(self, ctx: RuleContext, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
         x = ctx.input(0)
         shape = tuple(x.shape)
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
@@ -308,7 +311,7 @@ class Var(Reduction):
         Attr("correction", AttrKind.FLOAT, 1.0,
              doc="subtracted from the element count (Bessel: 1)"),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         x = ctx.input(0)
         shape = tuple(x.shape)
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
@@ -384,7 +387,7 @@ class Logsumexp(Reduction):
 
     name = "tp.logsumexp"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         x = ctx.input(0)
         shape = tuple(x.shape)
         dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
@@ -453,7 +456,7 @@ class Cumsum(_Accumulation):
 
     name = "tp.cumsum"
 
-    def vjp(self, ctx, grads):  # a sum from the end
+    def vjp(self, ctx: RuleContext, grads):  # a sum from the end
         shape, _ = ctx.input_meta[0]
         if not shape:
             return (grads[0],)
@@ -470,7 +473,7 @@ class Cumprod(_Accumulation):
 
     name = "tp.cumprod"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # before the first zero of a slice: the reversed running sum of g * out, divided by x;
         # at the first zero: the product before it times the reversed running sum of g times the
         # running product after it; after the first zero: 0 (each later output holds that zero)
@@ -508,7 +511,7 @@ class Logcumsumexp(AlongDim):
     name = "tp.logcumsumexp"
     attributes = (Attr("dim", AttrKind.INT, doc="the dimension to work along"),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         # sum over j >= i of g_j * exp(x_i - out_j), with the positive and negative parts of g
         # each summed in log space (a reversed logcumsumexp), so nothing overflows
         x, g = ctx.input(0), grads[0]
@@ -560,7 +563,7 @@ class Softmax(SoftmaxLike):
 
     name = "tp.softmax"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         y, g = ctx.output(), grads[0]
         d = ctx.attrs["dim"]
         return (y * (g - (g * y).sum(dim=d, keepdim=True)),)
@@ -576,7 +579,7 @@ class LogSoftmax(SoftmaxLike):
 
     name = "tp.log_softmax"
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         y, g = ctx.output(), grads[0]
         d = ctx.attrs["dim"]
         return (g - y.exp() * g.sum(dim=d, keepdim=True),)
@@ -597,7 +600,7 @@ class LayerNorm(Op):
     attributes = (Attr("normalized_shape", AttrKind.INTS, doc="the trailing dims normalized over"),
                   Attr("eps", AttrKind.FLOAT, 1e-5, doc="added to the variance"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         x, w = ctx.input(0), ctx.input(1)
         g = grads[0]
         k = len(ctx.attrs["normalized_shape"])

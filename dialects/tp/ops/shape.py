@@ -9,6 +9,8 @@ Symbolic sizes (sympy expressions) flow through every rule, and size attributes
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from collections.abc import Sequence
 
@@ -21,6 +23,9 @@ from ..errors import DimError, DTypeError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim
 from ..types import Dim, TensorType
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 sympy = lazy("sympy")
 
@@ -104,7 +109,7 @@ class Reshape(ShapeOp):
     name = "tp.reshape"
     attributes = (Attr("shape", AttrKind.INTS, doc="new sizes; one may be -1", symbolic=True),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (grads[0].reshape(ctx.input_meta[0][0]),)
 
     def infer(self, types, attrs):
@@ -134,7 +139,7 @@ class Permute(ShapeOp):
     name = "tp.permute"
     attributes = (Attr("dims", AttrKind.INTS, doc="a permutation of the input dimensions"),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         dims = [d % len(ctx.attrs["dims"]) for d in ctx.attrs["dims"]]
         return (grads[0].permute([dims.index(i) for i in range(len(dims))]),)
 
@@ -195,7 +200,7 @@ class BroadcastTo(ShapeOp):
     name = "tp.broadcast_to"
     attributes = (Attr("shape", AttrKind.INTS, doc="target sizes; -1 keeps the input's size", symbolic=True),)
 
-    def vjp(self, ctx, grads):  # the engine sums over the broadcast dims
+    def vjp(self, ctx: RuleContext, grads):  # the engine sums over the broadcast dims
         return (grads[0],)
 
     def infer(self, types, attrs):
@@ -218,7 +223,7 @@ class Concat(Op):
     operands = (Operand("inputs", variadic=True),)
     attributes = (Attr("dim", AttrKind.INT, 0),)
 
-    def vjp(self, ctx, grads):  # each input's slab of the gradient
+    def vjp(self, ctx: RuleContext, grads):  # each input's slab of the gradient
         g = grads[0]
         d = ctx.attrs["dim"] % g.dim()
         out, at = [], 0
@@ -325,7 +330,7 @@ class Slice(Strided):
 
     name = "tp.slice"
 
-    def vjp(self, ctx, grads):  # the gradient in the box, zero elsewhere
+    def vjp(self, ctx: RuleContext, grads):  # the gradient in the box, zero elsewhere
         shape, dtype = ctx.input_meta[0]
         zero = ctx.zeros(shape, grads[0].dtype, grads[0])
         box = {k: ctx.attrs[k] for k in ("starts", "ends", "steps")}
@@ -346,7 +351,7 @@ class SliceUpdate(Strided):
     name = "tp.slice_update"
     operands = (Operand("input"), Operand("update", doc="the box's new value, of the box's shape"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
         box = {k: ctx.attrs[k] for k in ("starts", "ends", "steps")}
         ushape, _ = ctx.input_meta[1]
@@ -384,7 +389,7 @@ class Flip(ShapeOp):
     name = "tp.flip"
     attributes = (Attr("dims", AttrKind.INTS),)
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         return (grads[0].flip(ctx.attrs["dims"]),)
 
     def flip_dims(self, attrs, rank: int) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ one-element sequence. Half types compare in float32, which orders them exactly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from ..shapes import normalize_dim
 from ..types import TensorType, is_static, type_of_array
 from . import _grad as G
 from ._common import upcast
+
+if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
+    from tensorplay.autograd.rule_context import RuleContext
 
 __all__ = ["stable_order"]
 
@@ -44,7 +47,7 @@ def _sorted(x: np.ndarray, axis: int, descending: bool) -> tuple[np.ndarray, np.
     return np.take_along_axis(x, order, axis=axis), order
 
 
-def _scatter_back(ctx: Any, g: Any, index: Any, shape: tuple, dim: int) -> Any:
+def _scatter_back(ctx: RuleContext, g: Any, index: Any, shape: tuple, dim: int) -> Any:
     """The gradient of values picked from an input of ``shape`` at ``index`` along ``dim``
     (distinct positions): ``g`` written at those positions of zeros."""
     rank = len(shape)
@@ -97,7 +100,7 @@ class Sort(Sorting):
                   Attr("descending", AttrKind.BOOL, False, doc="largest first"),
                   Attr("stable", AttrKind.BOOL, False, doc="keep equal elements in order (always done)"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         dim = ctx.attrs["dim"] % max(len(shape), 1)
         return (_scatter_back(ctx, grads[0], ctx.output(1), tuple(shape), dim),)
@@ -129,7 +132,7 @@ class Topk(Sorting):
                   Attr("largest", AttrKind.BOOL, True, doc="the largest elements; else the smallest"),
                   Attr("sorted", AttrKind.BOOL, True, doc="return them in order (always done)"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         dim = ctx.attrs["dim"] % max(len(shape), 1)
         return (_scatter_back(ctx, grads[0], ctx.output(1), tuple(shape), dim),)
@@ -167,7 +170,7 @@ class Kthvalue(Sorting):
                   Attr("dim", AttrKind.INT, -1, doc="the dimension to search"),
                   Attr("keepdim", AttrKind.BOOL, False, doc="keep the searched dim with size 1"))
 
-    def vjp(self, ctx, grads):
+    def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
         rank = len(shape)
         dim = ctx.attrs["dim"] % max(rank, 1)

@@ -23,6 +23,7 @@ from ..._grad_mode import no_grad
 from ...amp.autocast_mode import suspended as autocast_suspended
 from ..._tensor import Tensor
 from ...autograd.engine import add_gradients, fit_gradient
+from ...autograd.rule_context import RuleContext
 from ...dialects.tp.graph import CALL, Graph, Node, Value
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
@@ -116,8 +117,8 @@ class _Tape(CaptureHandler):
         raise NotDifferentiable(f"a gradient rule draws random numbers ({getattr(fn, '__name__', fn)})")
 
 
-class _RuleContext:
-    """What a gradient rule sees of one forward node (the eager engine's ``Node`` interface)."""
+class _RuleContext(RuleContext):
+    """What a gradient rule sees of one forward node, traced (eagerly, the engine's ``Node``)."""
 
     def __init__(self, node: Node, tensor: Callable[[Value], Tensor], needs: Sequence[bool]):
         self.op = node.opdef

@@ -23,7 +23,7 @@ import numpy as np
 
 from ...runtime.program import BACKEND_OF_DRIVER
 from .._logging import get_logger
-from ... import _views
+from ... import _dispatch, _views
 
 __all__ = ["run_on_device", "fallbacks"]
 
@@ -129,3 +129,6 @@ def _on_host(op: Any, operands: Sequence[Any], attrs: dict, result_types: Sequen
               for o in operands]
     outs = op.evaluate(arrays, attrs, result_types)
     return tuple(Tensor._wrap(to_device(np.asarray(a), driver)) for a in outs)
+
+
+_dispatch.set_device_runner(run_on_device)  # ops on device tensors run here from now on

@@ -7,6 +7,9 @@ Compiling (graph -> vmfb bytes, cached on disk) and loading (vmfb -> Program on 
 are separate steps, so export can compile for a device this machine does not have
 (:func:`compile_to_vmfb` with ``backend="iree-cuda"``). What each backend is lives in its
 record (:mod:`.targets`); what this machine offers it, in :mod:`.probe`.
+
+One idea, kept in one module although it is long: the way from a graph to a program IREE
+runs (emit, lower, compile with retries and autotuning, diagnose, bind the loaded program).
 """
 
 from __future__ import annotations

@@ -157,9 +157,9 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
-        """Compile this module's calls in place, with ``tensorplay.compiler.compile``'s
-        keywords; the module keeps its type and identity."""
-        from ...compiler import compile as compile_
+        """Compile this module's calls in place, with ``tensorplay.compile``'s keywords; the
+        module keeps its type and identity."""
+        from ... import compile as compile_  # (tensorplay.compile: the compiler loads on first use)
 
         object.__setattr__(self, "_compiled_call", compile_(self._call_impl, *args, **kwargs))
         _state_changed()
