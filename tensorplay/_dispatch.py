@@ -27,15 +27,16 @@ from .autograd.engine import record
 from .profiler._state import state as _prof_state
 from .runtime.storage import DeviceArray
 
-__all__ = ["apply", "capture_handler", "current_handler", "CaptureHandler", "DeviceRunner", "set_device_runner"]
+__all__ = ["apply", "capture_handler", "current_handler", "OpInterceptor", "DeviceRunner", "set_device_runner"]
 
-#: ``handler(op, operands, attrs, result_types)`` returns the results, or NotImplemented
-#: to let the op run eagerly.
-CaptureHandler = Callable[[Op, tuple[Any, ...], dict[str, Any], tuple[TensorType, ...]], Any]
+#: what ``capture_handler`` installs: ``handler(op, operands, attrs, result_types)`` returns the
+#: results, or NotImplemented to let the op run eagerly (a capture implements it as a
+#: ``_capture_handler.CaptureHandler``, whose other hooks eager code asks for)
+OpInterceptor = Callable[[Op, tuple[Any, ...], dict[str, Any], tuple[TensorType, ...]], Any]
 
 class _Handler(threading.local):
     #: the capture of this thread, if any: another thread's eager ops never enter it
-    current: CaptureHandler | None = None
+    current: OpInterceptor | None = None
 
 
 _handler = _Handler()
@@ -168,12 +169,12 @@ def _own(a: Any, arrays: list) -> Any:
     return a
 
 
-def current_handler() -> CaptureHandler | None:
+def current_handler() -> OpInterceptor | None:
     return _handler.current
 
 
 @contextlib.contextmanager
-def capture_handler(handler: CaptureHandler | None) -> Iterator[None]:
+def capture_handler(handler: OpInterceptor | None) -> Iterator[None]:
     """Install ``handler`` for the duration of the block (nesting restores the outer one)."""
     previous = _handler.current
     _handler.current = handler

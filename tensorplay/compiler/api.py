@@ -30,7 +30,7 @@ from . import dynamic_policy, specialize, tracedir
 from ._logging import get_logger
 from .capture import pytree
 from .capture.guards import CallKey, call_key, mask_key
-from .capture.programs import Backend
+from .capture.programs import ConfiguredBackend
 from .capture.session import current_capture, exporting, is_compiling, is_exporting
 from .dynamic_shapes import normalize_dynamic_shapes
 from .entries import GRAPH, SEGMENTED, Entry, group_for, lookup, register_reset_hook, reset
@@ -127,7 +127,7 @@ class CompiledFunction:
         self.options = resolve_options(mode, options)
         self.backend = chosen
         if not disable:
-            self._backend = Backend(lookup_backend(chosen), self.options, _backend_label(chosen))
+            self._backend = ConfiguredBackend(lookup_backend(chosen), self.options, _backend_label(chosen))
             if strict_native:
                 _check_native_backend(chosen)
         else:
@@ -135,7 +135,7 @@ class CompiledFunction:
         # no backend named and the default is the CPU's: tensors on a GPU device are compiled for
         # that device's backend (as torch.compile follows the tensors' device)
         self._follow_device = backend is None and chosen == DEFAULT_BACKEND
-        self._device_backends: dict[str, Backend] = {}
+        self._device_backends: dict[str, ConfiguredBackend] = {}
         # (the dynamic policy too: a dynamic=True wrapper of a callable whose static wrapper ran
         # first gets the program for every size, not the static entry)
         self._config = (id(self._backend.fn) if self._backend else None,
@@ -156,7 +156,7 @@ class CompiledFunction:
         compiles = self._backend.compiles if self._backend is not None else 0
         return compiles + sum(b.compiles for b in self._device_backends.values())
 
-    def _backend_for(self, arrays: Sequence[Any]) -> Backend:
+    def _backend_for(self, arrays: Sequence[Any]) -> ConfiguredBackend:
         """The backend a graph reading ``arrays`` compiles with: the device backend of the GPU
         tensors among them when no backend was named, else the one chosen."""
         if not self._follow_device:
@@ -169,7 +169,7 @@ class CompiledFunction:
             from .backends import lookup_backend
 
             name = BACKEND_OF_DRIVER[driver]
-            backend = self._device_backends[driver] = Backend(lookup_backend(name), self.options, name)
+            backend = self._device_backends[driver] = ConfiguredBackend(lookup_backend(name), self.options, name)
             _log_perf.info("%s: tensors on %s, compiled with %s (no backend was named)", self.name,
                            device_name(driver), name)
         return backend

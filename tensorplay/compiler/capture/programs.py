@@ -30,7 +30,7 @@ from .graphs import type_key
 from .region_compilers import region_compiler
 from .traced import describe_graph
 
-__all__ = ["ConfiguredBackend", "Backend", "compile_graph", "check_native"]
+__all__ = ["ConfiguredBackend", "compile_graph", "check_native"]
 
 _log_perf = get_logger("perf")
 
@@ -85,9 +85,6 @@ class ConfiguredBackend:
         # IREE's runners (a runtime Function, or a wrapper of one) take device arrays as they are
         return run if getattr(run, "takes_device_arrays", False) else _on_host(run)
 
-
-#: the name compiler/api.py imports
-Backend = ConfiguredBackend
 
 
 def _on_host(run: Runner) -> Runner:
