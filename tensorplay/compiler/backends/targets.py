@@ -4,8 +4,9 @@ dtypes it takes, how the graph is lowered and adapted for it, and what export ch
 Flags (:meth:`IreeBackend.flags <tensorplay.compiler.backends.iree.IreeBackend.flags>`,
 :func:`~tensorplay.compiler.backends.modes.compile_flags`), the lowering pipeline, the
 availability probe, the registry's built-ins and export's defaults all read these records.
-The runtime drivers are the runtime's table (``tensorplay.runtime.program.BACKEND_DRIVERS``),
-which a deployed program reads without the compiler; a record refers to it by its name.
+A record extends the runtime's table of driver facts (:mod:`tensorplay.runtime.drivers`: the
+drivers that run each backend's code, the element types a driver stores wider), which a deployed
+program reads without the compiler; a record refers to its entries by the backend's name.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...runtime.program import BACKEND_DRIVERS
-from ...runtime.storage import WIDE_STORAGE
+from ...runtime.drivers import BACKEND_DRIVERS, WIDE_STORAGE
 from .base import ALL_DTYPE_NAMES
 
 __all__ = ["IreeTarget", "TARGETS", "target_of", "VULKAN_BASELINE", "VULKAN_BASELINE_INT64", "VULKAN_BASELINE_NARROW",
