@@ -464,7 +464,7 @@ def _raw_dtype(element_type: Any) -> np.dtype:
 
 
 #: the reflection entry of a function that writes outputs into inputs' buffers: ``"k:i,..."``
-#: (output ``k`` into input ``i``), set by the compiler (backends/donation.py)
+#: (output ``k`` into input ``i``), set by the compiler (the donate-buffers pass, passes/donation.py)
 DONATED_KEY = "tensorplay.donated"
 
 #: the reflection entry of a function whose CPU code assumes only this byte alignment of its

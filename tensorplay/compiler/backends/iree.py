@@ -26,7 +26,7 @@ from typing import Any
 
 from ...dialects.tp.graph import Graph
 from .. import _logging, tracedir
-from . import cache, donation, probe
+from . import cache, probe
 from .base import (BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of,
                    graph_functions, iter_nodes)
 from .modes import compile_flags, validate_options
@@ -95,14 +95,11 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     host_code = TARGETS[backend].target in HOST_CODE_TARGETS
     if host_code:
         _declare_alignment(module)
-    donated = donation.apply(module, graph_name)
+    plan = _donate(module, graph_name, backend)
     text = M.print_module(module, debuginfo=True)
     if host_code:
         text = _with_resource_alignment(text)
-    if donated is not None:
-        plan, wrapper = donated
-        if wrapper:
-            text = M.append_to_module(text, wrapper)
+    if plan is not None:
         _log.info("%s: graph %r updates %d of %d inputs in place%s%s", backend, graph_name, len(plan.tied),
                   len(plan.tied) + len(plan.untied),
                   f" (after {plan.joined} other reads of old values)" if plan.joined else "",
@@ -115,6 +112,24 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
         tracedir.note(scope, lower_s=round(time.perf_counter() - start, 6), pipeline=lowering_pipeline(TARGETS[backend]))
         tracedir.write(scope, "04-linalg.mlir", text)
     return text
+
+
+def _donate(module: Any, graph_name: str, backend: str) -> Any:
+    """Run the ``donate-buffers`` pass on function ``graph_name`` of lowered ``module`` when it
+    donates inputs (``tp.donated``); the pass's plan, or None when there was nothing to do."""
+    from ...dialects.tp.mlir import DONATED
+    from ...passes import PipelineError, run_pipeline
+    from ...passes.donation import DonateBuffers, find_function, take_report
+
+    fn = find_function(module, graph_name)
+    if fn is None or DONATED not in fn.attributes:
+        return None
+    try:
+        run_pipeline(module, f"{DonateBuffers.name}{{function={graph_name}}}", source_name=graph_name)
+    except PipelineError as exc:
+        raise BackendCompileError(f"{backend}: tying the donated inputs of graph {graph_name!r} failed.\n{exc}",
+                                  backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
+    return take_report(module, graph_name)
 
 
 #: the IREE targets whose code reads host memory (the CPU drivers import host arrays in place):
