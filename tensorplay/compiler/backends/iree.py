@@ -3,10 +3,12 @@
 ``iree.compiler.api`` to a vmfb (through the artifact cache) and loaded with
 :mod:`tensorplay.runtime`.
 
-Compiling (graph -> vmfb bytes, cached on disk) and loading (vmfb -> Program on a device)
-are separate steps, so export can compile for a device this machine does not have
-(:func:`compile_to_vmfb` with ``backend="iree-cuda"``). What each backend is lives in its
-record (:mod:`.targets`); what this machine offers it, in :mod:`.probe`.
+:func:`build` is the one entry point: graphs in, and out a loaded program (``tp.compile``),
+a graph's vmfb bytes, or an export's module compiled on first use (``tp.export``). Compiling
+(graph -> vmfb bytes, cached on disk) and loading (vmfb -> Program on a device) are separate
+steps, so export can compile for a device this machine does not have (``backend="iree-cuda"``).
+What each backend is lives in its record (:mod:`.targets`); what this machine offers it, in
+:mod:`.probe`; the donated-state rewrite is the ``donate-buffers`` pass (``passes/donation.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from .targets import TARGETS, IreeTarget, vulkan_device_flags
 from .widening import Widened, widen_io
 from ...runtime.program import CPU_INPUT_ALIGNMENT
 
-__all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
+__all__ = ["build", "OUTPUTS", "Artifact", "IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
            "get_iree_backend", "bind", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
            "choose_cpu_driver", "cuda_target_for", "contraction_work", "DATA_TILING_MIN_WORK", "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK",
            "LOCAL_TASK_MIN_CPUS"]
@@ -418,7 +420,7 @@ class IreeBackend:
     def compile_to_vmfb(self, graph: Graph, options: Mapping[str, Any] | None = None) -> bytes:
         """The vmfb of ``graph`` for this target, from the artifact cache when present.
         Needs no device: CUDA and ROCm vmfbs build on any machine."""
-        return self._compile(self.prepare(graph).graph, validate_options(options or {}))
+        return build(graph, self.name, options, output="vmfb")
 
     def _compile(self, graph: Graph, options: Mapping[str, Any], emitted: _Emitted | None = None) -> bytes:
         emitted = emitted or _Emitted(graph, self.name)
@@ -485,6 +487,11 @@ class IreeBackend:
 
     def __call__(self, graph: Graph, example_inputs: Sequence[Any] = (), options: Mapping[str, Any] | None = None,
                  ) -> Callable[..., list]:
+        return build(graph, self.name, options, example_inputs=example_inputs)
+
+    def _program(self, graph: Graph, example_inputs: Sequence[Any], options: Mapping[str, Any] | None
+                 ) -> Callable[..., list]:
+        """:func:`build`'s ``program``: compiled (autotuned when asked), loaded and bound."""
         self._check_available()
         options = validate_options(options or {})
         prepared = self.prepare(graph)
@@ -501,6 +508,20 @@ class IreeBackend:
             if empty is not None or data_sizes:
                 return _EmptyGuarded(runner, graph, empty, self.name, retry=data_sizes)
         return runner
+
+    def _export(self, graphs: Sequence[Graph], options: Mapping[str, Any], link: Callable[[Any, list[Widened]], str],
+                name: str) -> Artifact:
+        """:func:`build`'s ``export``: the graphs checked, adapted, emitted together and lowered,
+        the lowered module made into the compile input by ``link``."""
+        from ...dialects import ir as I
+        from ...dialects.tp import mlir as M
+
+        prepared = [self.prepare(g) for g in graphs]  # dtype checks; Vulkan's 32-bit boundary
+        with I.context():
+            module = M.emit([p.graph for p in prepared])
+            lower_to_linalg(module, name, self.name)
+            text = link(module, prepared)
+        return Artifact(self, text, options, name)
 
     # autotune -----------------------------------------------------------------------------
     def autotune_candidates(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -848,6 +869,64 @@ def bind(program: Any, prepared: Widened, name: str | None = None, results: str 
                             private=written_inputs(graph))
 
 
+# --- the entry point -------------------------------------------------------------------------
+
+#: what :func:`build` makes: a loaded program to call (``tp.compile``), a graph's vmfb bytes
+#: (no device needed), or an export's module (:class:`Artifact`: compile input, flags, vmfb)
+OUTPUTS = ("program", "vmfb", "export")
+
+
+def build(graphs: Graph | Sequence[Graph], backend: str, options: Mapping[str, Any] | None = None, *,
+          output: str = "program", example_inputs: Sequence[Any] = (),
+          link: Callable[[Any, list[Widened]], str] | None = None, name: str | None = None) -> Any:
+    """Graphs in, code for built-in IREE ``backend`` out: the one path ``tp.compile`` and
+    ``tp.export`` both take (dtype checks and I/O widening, tp MLIR, the target's lowering
+    pipeline and ``donate-buffers``, the flags of ``options`` over the target's defaults, IREE
+    through the artifact cache, retried with plainer pipelines).
+
+    ``output="program"``: ``graphs`` is one graph, compiled (autotuned on ``example_inputs``
+    when the options ask) and loaded on the backend's device: ``run(*arrays) -> arrays``.
+    ``output="vmfb"``: one graph's vmfb bytes, not loaded (no device needed).
+    ``output="export"``: the graphs emitted into one module and lowered together (the module's
+    name ``name``); ``link(lowered_module, prepared)`` returns the module text IREE compiles
+    (an export's globals and entry points added); an :class:`Artifact` that compiles it on
+    first use of ``vmfb``."""
+    if output not in OUTPUTS:
+        raise ValueError(f"build: output {output!r} is not one of {', '.join(OUTPUTS)}")
+    if backend not in TARGETS:
+        raise ValueError(f"build: {backend!r} is not an IREE backend; choose one of {', '.join(TARGETS)}")
+    be = get_iree_backend(backend)
+    if output == "export":
+        if link is None or name is None:
+            raise TypeError("build(output='export') needs link= and name=")
+        return be._export(list(graphs), dict(options or {}), link, name)
+    if not isinstance(graphs, Graph):
+        raise TypeError(f"build(output={output!r}) takes one graph, got {type(graphs).__name__}")
+    if output == "vmfb":
+        return be._compile(be.prepare(graphs).graph, validate_options(options or {}))
+    return be._program(graphs, example_inputs, options)
+
+
+class Artifact:
+    """An export's module for one backend: the compile input ``text``, the iree-compile
+    ``flags`` of the pipeline asked for (after :attr:`vmfb`, of the one that compiled it) and
+    the vmfb, compiled on first use through the artifact cache (a pipeline IREE refuses is
+    retried plainer, as for ``tp.compile``)."""
+
+    def __init__(self, backend: IreeBackend, text: str, options: Mapping[str, Any], name: str):
+        self.backend, self.text, self.options, self.name = backend, text, options, name
+        self.flags = backend.flags(backend.pipeline_options(options, text))
+        self._vmfb: bytes | None = None
+
+    @property
+    def vmfb(self) -> bytes:
+        if self._vmfb is None:
+            text = self.text
+            self._vmfb, self.flags = compile_with_retries(text, lambda: text, self.backend, self.options,
+                                                          name=self.name, what="export")
+        return self._vmfb
+
+
 _backends: dict[str, IreeBackend] = {}
 
 
@@ -877,12 +956,10 @@ def compile_to_vmfb(graph: Graph, options: Mapping[str, Any] | None = None, *, b
     if backend not in TARGETS:
         raise ValueError(f"compile_to_vmfb: {backend!r} is not an IREE backend; choose one of "
                          f"{', '.join(TARGETS)}")
-    return get_iree_backend(backend).compile_to_vmfb(graph, options)
+    return build(graph, backend, options, output="vmfb")
 
 
-# the built-in backend objects, by the name without "iree-" (what the registry loads)
-cpu = get_iree_backend("iree-cpu")
-vulkan = get_iree_backend("iree-vulkan")
-cuda = get_iree_backend("iree-cuda")
-rocm = get_iree_backend("iree-rocm")
-vmvx = get_iree_backend("iree-vmvx")
+# the built-in backend objects, by the name without "iree-" (what the registry loads): cpu,
+# vulkan, cuda, rocm, vmvx
+for _name in TARGETS:
+    globals()[_name.removeprefix("iree-")] = get_iree_backend(_name)
