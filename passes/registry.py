@@ -122,6 +122,6 @@ def all_passes() -> dict[str, type[Pass]]:
 
 
 def _ensure_loaded() -> None:
-    from . import lowering, transforms  # noqa: F401
+    from . import donation, lowering, transforms  # noqa: F401
 
 

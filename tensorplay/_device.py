@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from .runtime.drivers import DEVICE_DRIVERS as _DRIVERS
+
 __all__ = ["device", "as_device", "driver_of", "DEVICE_TYPES"]
 
-#: device types and the IREE runtime driver of each (``rocm`` is another name of ``hip``;
+#: device types (the runtime's table of drivers says which driver holds each one's tensors;
 #: ``meta`` tensors have no data and cannot be made)
-_DRIVERS = {"cpu": None, "cuda": "cuda", "vulkan": "vulkan", "hip": "hip", "rocm": "hip", "meta": None}
 DEVICE_TYPES = tuple(_DRIVERS)
 
 

@@ -99,7 +99,7 @@ def test_print_ir_after_all_and_after_one_pass():
 def test_list_passes_and_version():
     proc = tpc_opt("--list-passes")
     assert proc.returncode == 0
-    for name in ("tp-verify", "tp-canonicalize", "tp-cse", "tp-dce", "tp-optimize", "max-iterations"):
+    for name in ("tp-verify", "tp-canonicalize", "tp-cse", "tp-dce", "tp-optimize", "max-iterations", "donate-buffers"):
         assert name in proc.stdout
     # options print in the syntax -p takes back
     assert "fuse-outer-reductions=true" in proc.stdout

@@ -29,7 +29,7 @@ __all__ += [
 ]
 
 from .api import CompiledFunction, compile, is_compiling, is_exporting, reset
-from .backends.cache import load_cache_bundle, save_cache_bundle
+from .backends.bundles import load_cache_bundle, save_cache_bundle
 from .explanation import explain
 
 __all__ += ["compile", "reset", "is_compiling", "is_exporting", "explain", "CompiledFunction",

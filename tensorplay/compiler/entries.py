@@ -86,7 +86,7 @@ class Entry:
         #: Python run after the program on every call but the first (its trace ran it)
         self.deferred: list[tuple[Callable[..., Any], tuple]] = []
         #: input positions whose buffers the program writes its new values into (the state a
-        #: compiled step updates in place: see backends/donation.py)
+        #: compiled step updates in place: see passes/donation.py)
         self.donated: tuple[int, ...] = ()
 
     def failing_guard(self) -> str | None:

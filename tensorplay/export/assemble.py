@@ -63,66 +63,89 @@ class Assembled:
     info: ModuleInfo
     archive: dict[str, np.ndarray]  # parameter archive content (external weights), by key
     options: dict[str, Any] = field(default_factory=dict)  # the compile options asked for
+    artifact: Any = None  # the backend's build of it (compiles the vmfb on first use)
 
 
 def assemble(name: str, entries: Sequence[TracedEntry], backend: str, options: Mapping[str, Any], *,
              external: bool, scope: str, archive_name: str | None) -> Assembled:
-    from ..compiler.backends.iree import get_iree_backend
+    """The module of ``entries`` for ``backend``: the entry graphs go through the backend's one
+    entry point (:func:`~tensorplay.compiler.backends.iree.build`, ``output="export"``), which
+    checks, adapts, emits and lowers them and calls back here to add the weights' globals and
+    the public entry functions; it compiles the result when the vmfb is first asked for."""
+    from ..compiler.backends.iree import build
+
+    made: dict[str, Any] = {}
+
+    def link(module: Any, prepared: list[Widened]) -> str:
+        made["readable"], made["signatures"], made["info"], made["archive"], text = _link(
+            name, entries, prepared, _lowered(module, entries), backend, options,
+            external=external, scope=scope, archive_name=archive_name)
+        return text
+
+    artifact = build([e.graph for e in entries], backend, options, output="export", link=link, name=name)
+    return Assembled(backend, artifact.flags, artifact.text, made["readable"], made["signatures"], made["info"],
+                     made["archive"], dict(options), artifact)
+
+
+def _link(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Widened],
+          lowered: tuple[str, str, dict[str, tuple[list[str], list[str]]]], backend: str, options: Mapping[str, Any],
+          *, external: bool, scope: str, archive_name: str | None
+          ) -> tuple[str, dict[str, EntrySignature], ModuleInfo, dict[str, np.ndarray], str]:
+    """The weights as globals and one public function per entry point added to the lowered
+    module (``lowered``: its text with and without locations, each function's types): the
+    readable module, the signatures, the module info, the parameter archive and the compile
+    input."""
     from ..dialects import ir as I
 
-    be = get_iree_backend(backend)
-    prepared = [be.prepare(e.graph) for e in entries]  # dtype checks; Vulkan's 32-bit boundary
-    with I.context():
-        text, readable, types = _lower(name, entries, prepared, backend)
+    text, readable, types = lowered
 
-        def string(s: str) -> str:
-            """``s`` as an MLIR string literal (quoted, escaped)."""
-            return str(I.ir.StringAttr.get(s))
+    def string(s: str) -> str:
+        """``s`` as an MLIR string literal (quoted, escaped)."""
+        return str(I.ir.StringAttr.get(s))
 
-        global_types, wire = _global_types(entries, prepared, types)
-        archive: dict[str, np.ndarray] = {}
-        parameter_specs: list[TensorSpec] = []
-        lines: list[str] = []
-        shown: list[str] = []
-        for w in unique_weights(entries):
-            t, symbol = global_types[id(w)], string(w.symbol)
-            if external and not w.constant:
-                archive[w.key] = wire[id(w)]
-                parameter_specs.append(TensorSpec(w.key, tuple(w.array.shape), _dtype_name(w.array.dtype),
-                                                  _dtype_name(wire[id(w)].dtype)))
-                init = f"#stream.parameter.named<{string(scope)}::{string(w.key)}>"
-            else:
-                init = _dense(wire[id(w)])
-            kind = "private mutable" if w.mutable else "private"
-            lines.append(f"  util.global {kind} @{symbol} = {init} : {t}")
-            if init.startswith("dense") and w.array.size > ELIDE_ABOVE:
-                init = "dense_resource<__elided__>"
-            shown.append(f"  util.global {kind} @{symbol} = {init} : {t}")
-        target = target_description(backend, options)
-        mutable = [w for w in unique_weights(entries) if w.mutable]
-        entry_names = tuple(e.name for e in entries) + ((STATE_ENTRY,) if mutable else ())
-        if archive:
-            info = ModuleInfo(name, backend, target, entry_names, scope, archive_name, tuple(parameter_specs))
+    global_types, wire = _global_types(entries, prepared, types)
+    archive: dict[str, np.ndarray] = {}
+    parameter_specs: list[TensorSpec] = []
+    lines: list[str] = []
+    shown: list[str] = []
+    for w in unique_weights(entries):
+        t, symbol = global_types[id(w)], string(w.symbol)
+        if external and not w.constant:
+            archive[w.key] = wire[id(w)]
+            parameter_specs.append(TensorSpec(w.key, tuple(w.array.shape), _dtype_name(w.array.dtype),
+                                              _dtype_name(wire[id(w)].dtype)))
+            init = f"#stream.parameter.named<{string(scope)}::{string(w.key)}>"
         else:
-            info = ModuleInfo(name, backend, target, entry_names)
-        signatures: dict[str, EntrySignature] = {}
-        for e, p in zip(entries, prepared):
-            signature = signatures[e.name] = _signature(e, p)
-            reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
-                          f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
-            function = _entry_function(e, types[e.impl_name], global_types, reflection, string)
-            lines += function
-            shown += function
-        if mutable:  # what a training step changed, read back: state_dict()
-            signature = signatures[STATE_ENTRY] = _state_signature(mutable, global_types)
-            reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
-                          f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
-            function = _state_function(mutable, global_types, reflection, string)
-            lines += function
-            shown += function
-    module = append_to_module(text, "\n".join(lines))
-    return Assembled(backend, be.flags(be.pipeline_options(options, module)), module,
-                     append_to_module(readable, "\n".join(shown)), signatures, info, archive, dict(options))
+            init = _dense(wire[id(w)])
+        kind = "private mutable" if w.mutable else "private"
+        lines.append(f"  util.global {kind} @{symbol} = {init} : {t}")
+        if init.startswith("dense") and w.array.size > ELIDE_ABOVE:
+            init = "dense_resource<__elided__>"
+        shown.append(f"  util.global {kind} @{symbol} = {init} : {t}")
+    target = target_description(backend, options)
+    mutable = [w for w in unique_weights(entries) if w.mutable]
+    entry_names = tuple(e.name for e in entries) + ((STATE_ENTRY,) if mutable else ())
+    if archive:
+        info = ModuleInfo(name, backend, target, entry_names, scope, archive_name, tuple(parameter_specs))
+    else:
+        info = ModuleInfo(name, backend, target, entry_names)
+    signatures: dict[str, EntrySignature] = {}
+    for e, p in zip(entries, prepared):
+        signature = signatures[e.name] = _signature(e, p)
+        reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
+                      f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
+        function = _entry_function(e, types[e.impl_name], global_types, reflection, string)
+        lines += function
+        shown += function
+    if mutable:  # what a training step changed, read back: state_dict()
+        signature = signatures[STATE_ENTRY] = _state_signature(mutable, global_types)
+        reflection = (f"{{{MODULE_KEY} = {string(info.to_json())}, "
+                      f"{SIGNATURE_KEY} = {string(signature.to_json())}}}")
+        function = _state_function(mutable, global_types, reflection, string)
+        lines += function
+        shown += function
+    return (append_to_module(readable, "\n".join(shown)), signatures, info, archive,
+            append_to_module(text, "\n".join(lines)))
 
 
 def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
@@ -137,17 +160,13 @@ def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
     return out
 
 
-def _lower(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Widened],
-           backend: str) -> tuple[str, str, dict[str, tuple[list[str], list[str]]]]:
-    """Emit and lower the entry graphs; the implementations become private. Returns the
-    module text with and without locations, and each function's (argument, result) types."""
-    from ..compiler.backends.iree import lower_to_linalg
+def _lowered(module: Any, entries: Sequence[TracedEntry]) -> tuple[str, str, dict[str, tuple[list[str], list[str]]]]:
+    """The lowered module of the entry graphs with their implementations made private: its
+    text with and without locations, and each function's (argument, result) types."""
     from ..dialects import ir as I
     from ..dialects.tp import mlir as M
 
     ir = I.ir
-    module = M.emit([p.graph for p in prepared])
-    lower_to_linalg(module, name, backend)
     impls = {e.impl_name for e in entries}
     types: dict[str, tuple[list[str], list[str]]] = {}
     for op in module.body.operations:
@@ -252,9 +271,6 @@ def _state_function(mutable: Sequence[Weight], global_types: dict[int, str], ref
 def compile_module(assembled: Assembled, name: str) -> bytes:
     """The vmfb of an assembled module (through the artifact cache; a pipeline IREE refuses is
     retried plainer, as tp.compile does, and ``assembled.flags`` then records the one used)."""
-    from ..compiler.backends.iree import compile_with_retries, get_iree_backend
-
-    text = assembled.text
-    vmfb, assembled.flags = compile_with_retries(text, lambda: text, get_iree_backend(assembled.backend),
-                                                 assembled.options, name=name, what="export")
+    vmfb = assembled.artifact.vmfb
+    assembled.flags = assembled.artifact.flags
     return vmfb

@@ -8,9 +8,10 @@
 
 from __future__ import annotations
 
+from .drivers import BACKEND_DRIVERS, DRIVER_ALIASES, DRIVERS
 from .loader import EntryPoint, ExportedModule, load, load_parameters, save_parameters
-from .program import (BACKEND_DRIVERS, DRIVER_ALIASES, DRIVERS, DriverUnavailable, Function, Program, driver_devices,
-                      get_device, release_all)
+from .hal import DriverUnavailable, driver_devices, get_device
+from .program import Function, Program, release_all
 from .signature import EntrySignature, TensorSpec
 from .storage import DeviceArray, TransferStats, reset_stats, stats
 

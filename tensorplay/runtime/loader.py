@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import program as _program
-from .program import BACKEND_DRIVERS, Program, check_archive, check_sha256, iree_reason, normalize_driver
+from .drivers import BACKEND_DRIVERS, normalize_driver
+from .program import Program, check_archive, check_sha256, iree_reason
 from .signature import MODULE_KEY, SIGNATURE_KEY, EntrySignature, ModuleInfo, numpy_dtype
 
 __all__ = ["load", "ExportedModule", "EntryPoint", "save_parameters", "load_parameters"]

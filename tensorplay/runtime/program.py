@@ -10,22 +10,23 @@ Vulkan buffers that the host cannot map are read through a staging buffer).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import gc
 import hashlib
 import io
 import logging
 import os
 import re
-import sys
 import threading
 import weakref
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .drivers import BACKEND_DRIVERS, BACKEND_OF_DRIVER, DRIVER_ALIASES, DRIVERS, normalize_driver
+from .hal import (_BYTE, DriverUnavailable, _lock, _queue_copy, _rt, _vm_instance, download,
+                  driver_devices, get_device, iree_reason, release_devices)
 from .profile_state import state as _prof_state
 from .storage import (ALIGNMENT, IN_PLACE_MIN_BYTES, DeviceArray, Donated, TransferStats, count, device_name, from_storage,
                       is_host_driver, is_shared, host_version, release_device_arrays, stats, storage_dtype, to_storage)
@@ -34,139 +35,10 @@ __all__ = ["DRIVERS", "BACKEND_DRIVERS", "DRIVER_ALIASES", "Program", "Function"
            "get_device", "driver_devices", "download", "to_device", "device_copy", "resident_view", "release_all", "DriverUnavailable",
            "check_archive", "iree_reason", "BACKEND_OF_DRIVER"]
 
-#: the IREE runtime drivers a Program can load on
-DRIVERS = ("local-sync", "local-task", "vulkan", "cuda", "hip")
-#: the drivers that can run the code of each built-in IREE backend; the first is the one a
-#: program exported for it loads on by default (the compiler's target records read this table)
-BACKEND_DRIVERS = {"iree-cpu": ("local-task", "local-sync"), "iree-vulkan": ("vulkan",), "iree-cuda": ("cuda",),
-                   "iree-rocm": ("hip",), "iree-vmvx": ("local-sync", "local-task")}
-#: the IREE backend whose code runs on each GPU driver (the backend tensors there compile with)
-BACKEND_OF_DRIVER = {drivers[0]: backend for backend, drivers in BACKEND_DRIVERS.items()
-                     if not is_host_driver(drivers[0])}
-#: friendlier names accepted wherever a driver is: each backend's name (and cpu, rocm) for its
-#: default driver
-DRIVER_ALIASES = {"cpu": BACKEND_DRIVERS["iree-cpu"][0], "rocm": BACKEND_DRIVERS["iree-rocm"][0],
-                  **{backend: drivers[0] for backend, drivers in BACKEND_DRIVERS.items()}}
-
-_BYTE = np.dtype(np.uint8)
 #: the compiler's perf channel (TENSORPLAY_LOGS=perf): each call's transfers, per new pattern
 _perf = logging.getLogger("tensorplay.compiler.perf")
-_lock = threading.RLock()
-_instance: Any = None
-_devices: dict[str, Any] = {}
 _programs: weakref.WeakSet[Program] = weakref.WeakSet()
 _mapped: weakref.WeakSet = weakref.WeakSet()  # live views of CPU result buffers (see release_all)
-
-
-def _rt():
-    import iree.runtime as rt  # deferred: importing tensorplay must not load the runtime
-
-    return rt
-
-
-def normalize_driver(driver: str) -> str:
-    name = DRIVER_ALIASES.get(driver, driver)
-    if name not in DRIVERS:
-        raise ValueError(f"unknown IREE runtime driver {driver!r}; drivers: {', '.join(DRIVERS)} "
-                         f"(aliases: {', '.join(sorted(DRIVER_ALIASES))})")
-    return name
-
-
-def _vm_instance() -> Any:
-    global _instance
-    with _lock:
-        if _instance is None:
-            _instance = _rt().VmInstance()
-        return _instance
-
-
-class DriverUnavailable(RuntimeError):
-    """An IREE runtime driver that cannot load here (no loader or driver library) or has no
-    usable device. ``driver`` names it; ``detail`` is IREE's reason in one line."""
-
-    def __init__(self, driver: str, detail: str, what: str = "cannot load"):
-        super().__init__(f"IREE runtime driver {driver!r} {what}: {detail}")
-        self.driver = driver
-        self.detail = detail
-
-
-#: IREE status text: ``c/runtime/src/iree/vm/x.c:12: INVALID_ARGUMENT; `` (source location and code)
-_IREE_LOCATION = re.compile(r"(?:\S+/)?\S+\.(?:c|cc|cpp|h):\d+:\s*(?:[A-Z_]+;\s*)?")
-#: what IREE appends after the reason: the native call stack of the failure
-_IREE_STACK = re.compile(r";\s*(?:while (?:invoking|calling|verifying)\b|\[\s*\d+\]).*$")
-
-
-def iree_reason(exc: BaseException) -> str:
-    """IREE's message of ``exc`` in one line, without its C source location, status code,
-    leading "Error ...:" context and trailing call stack:
-    ``Error invoking function: c/runtime/src/iree/vm/invocation.c:103: INVALID_ARGUMENT; input
-    list and function mismatch; expected 2 arguments but passed 1`` -> ``input list and
-    function mismatch; expected 2 arguments but passed 1``."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    located = _IREE_LOCATION.search(text)
-    if located is not None:
-        text = text[located.end():]
-    text = _IREE_LOCATION.sub("", text)
-    text = _IREE_STACK.sub("", text)
-    return text.strip(" ;:") or type(exc).__name__
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first line of IREE's message, as :func:`iree_reason` gives it: ``Error creating
-    driver: x.c:12: NOT_FOUND; Vulkan loader library not found; ...`` -> ``Vulkan loader
-    library not found; ...``."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return iree_reason(RuntimeError(first))
-
-
-def driver_devices(driver: str) -> list[dict]:
-    """The devices a driver sees (empty when none); :class:`DriverUnavailable` when the
-    driver itself cannot load (no libcuda, no Vulkan loader: IREE raises RuntimeError or
-    ValueError for these, and both are reported the same way)."""
-    name = normalize_driver(driver)
-    try:
-        return list(_rt().get_driver(name).query_available_devices())
-    except (RuntimeError, ValueError, OSError) as exc:
-        raise DriverUnavailable(name, _one_line(exc)) from None
-
-
-#: what makes IREE's runtime give a new device an MPI channel provider for in-program collectives
-#: (it then loads libmpi.so and calls MPI_Init itself)
-_MPI_MARKERS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPIEXEC_HOSTNAME")
-
-
-@contextlib.contextmanager
-def _without_mpi_environment() -> Iterator[None]:
-    """Hide a process's MPI launch variables while IREE makes a device: tensorplay's programs have
-    no collectives, and tensorplay.distributed runs MPI through mpi4py, so a second MPI
-    initialization by IREE would only fail (docs/distributed.md)."""
-    saved = {k: os.environ.pop(k) for k in _MPI_MARKERS if k in os.environ}
-    try:
-        yield
-    finally:
-        os.environ.update(saved)
-
-
-def get_device(driver: str) -> Any:
-    """The process-wide HAL device of ``driver`` (created on first use);
-    :class:`DriverUnavailable` when the driver cannot load or has no usable device."""
-    name = normalize_driver(driver)
-    with _lock:
-        device = _devices.get(name)
-        if device is None:
-            threads = os.environ.get("TENSORPLAY_CPU_THREADS", "")
-            if name == "local-task" and threads:
-                if not threads.isdigit() or int(threads) < 1:
-                    raise ValueError(f"TENSORPLAY_CPU_THREADS={threads!r}: expected a positive number of threads")
-                # the worker threads of IREE's CPU task executor (default: one per core)
-                _rt().flags.parse_flags(f"--task_topology_max_group_count={int(threads)}")
-            try:
-                with _without_mpi_environment():
-                    device = _rt().get_driver(name).create_default_device()
-            except (RuntimeError, ValueError, OSError) as exc:
-                raise DriverUnavailable(name, _one_line(exc), "has no usable device") from None
-            _devices[name] = device
-        return device
 
 
 class Function:
@@ -592,7 +464,7 @@ def _raw_dtype(element_type: Any) -> np.dtype:
 
 
 #: the reflection entry of a function that writes outputs into inputs' buffers: ``"k:i,..."``
-#: (output ``k`` into input ``i``), set by the compiler (backends/donation.py)
+#: (output ``k`` into input ``i``), set by the compiler (the donate-buffers pass, passes/donation.py)
 DONATED_KEY = "tensorplay.donated"
 
 #: the reflection entry of a function whose CPU code assumes only this byte alignment of its
@@ -661,50 +533,6 @@ class _MappedArray:
         flat = mapping.asarray([nbytes], _BYTE)
         raw = np.asarray(cls(view, mapping, flat.ctypes.data, nbytes, driver))
         return raw.view(dtype).reshape(shape)  # (numpy cannot name ml_dtypes' bfloat16 in an interface)
-
-
-def download(view: Any, driver: str, shape: tuple, raw: np.dtype, label: str | None = None) -> np.ndarray:
-    """The contents of a device buffer view as a new host array of element type ``raw``
-    (counted as a download)."""
-    rt = _rt()
-    nbytes = view.byte_length
-    if nbytes == 0:
-        return np.zeros(shape, raw)
-    buffer = view.get_buffer()
-    if _is_mappable(rt, buffer):
-        host = buffer.map().asarray([nbytes], _BYTE).copy()
-    else:
-        host = _staged_copy(rt, get_device(driver), buffer, nbytes)
-    count("download", nbytes, label)
-    if raw == np.bool_:
-        return (host != 0).reshape(shape)
-    return host.view(raw).reshape(shape)
-
-
-def _is_mappable(rt: Any, buffer: Any) -> bool:
-    visible = int(rt.MemoryType.HOST_VISIBLE)
-    scoped = int(rt.BufferUsage.MAPPING_SCOPED)
-    return (buffer.memory_type() & visible) == visible and (buffer.allowed_usage() & scoped) == scoped
-
-
-def _staged_copy(rt: Any, device: Any, source: Any, nbytes: int) -> np.ndarray:
-    # Device-local buffers (Vulkan, CUDA) cannot be mapped; importing host memory fails on
-    # lavapipe (minImportedHostPointerAlignment 4096), so copy into a host-visible staging
-    # buffer on the device queue and map that.
-    staging = device.allocator.allocate_buffer(
-        memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
-        allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
-        allocation_size=nbytes)
-    _queue_copy(rt, device, source, staging)
-    return staging.map().asarray([nbytes], _BYTE).copy()
-
-
-def _queue_copy(rt: Any, device: Any, source: Any, target: Any) -> None:
-    """Copy buffer ``source`` into ``target`` on ``device``'s queue and wait for it."""
-    semaphore = device.create_semaphore(0)
-    device.queue_copy(source, target, wait_semaphores=rt.HalFence.create_at(semaphore, 0),
-                      signal_semaphores=rt.HalFence.create_at(semaphore, 1))
-    rt.HalFence.create_at(semaphore, 1).wait()
 
 
 def _copy_up(device: Any, array: np.ndarray, element_type: Any, label: str | None) -> Any:
@@ -821,22 +649,13 @@ def release_all() -> None:
     """Close every Program and drop the cached devices and VM instance, so no runtime object
     outlives the interpreter (nanobind reports those as "leaked" at exit). A CPU device whose
     result buffers are still viewed by live numpy arrays stays: its buffers must not outlive it."""
-    global _instance
     with _lock:
         release_device_arrays()
         _resident.clear()
         for program in list(_programs):
             program.close()
         gc.collect()
-        busy = {h.driver for h in list(_mapped)}
-        for name in [n for n in _devices if n not in busy]:
-            del _devices[name]
-        if not busy:
-            _instance = None
-            libs = sys.modules.get("iree._runtime_libs._runtime")  # (not loaded: nothing to clear)
-            clear = getattr(libs, "clear_hal_driver_cache", None)  # IREE's cached HalDrivers
-            if clear is not None:
-                clear()
+        release_devices({h.driver for h in list(_mapped)})
     gc.collect()
 
 

@@ -25,10 +25,12 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .drivers import WIDE_STORAGE, device_name, is_host_driver  # noqa: F401  (the storage interface)
+from .transfers import OUTSIDE, TransferStats, count, reset_stats, stats  # noqa: F401  (the storage interface)
 
 __all__ = ["ALIGNMENT", "IN_PLACE_MIN_BYTES", "aligned_copy", "DeviceArray", "Donated", "sole_reference", "TransferStats", "stats", "reset_stats",
            "mark_shared", "is_shared", "note_host_write", "host_version", "is_host_driver", "device_name", "WIDE_STORAGE", "storage_dtype"]
@@ -61,29 +63,8 @@ def aligned_copy(array: Any, dtype: Any = None) -> np.ndarray:
     return out
 
 
-#: the CPU runtime drivers: their buffers are host memory
-HOST_DRIVERS = ("local-sync", "local-task")
-
-#: dtypes a driver keeps in a wider element type (dtype name -> dtype name): IREE's Vulkan code
-#: keeps sub-32-bit tensors in 32-bit words and one crossing a function boundary loses its tail
-#: when its byte size is not a multiple of 4, so on Vulkan they are stored as 32-bit values
-#: (the compiler widens the inputs and outputs of Vulkan programs to match)
-WIDE_STORAGE: dict[str, dict[str, str]] = {
-    "vulkan": {"bool": "int32", "uint8": "int32", "int8": "int32", "int16": "int32", "bfloat16": "float32"},
-}
-
 _lock = threading.RLock()
 _live: weakref.WeakSet = weakref.WeakSet()  # every DeviceArray, for release at exit
-
-
-def is_host_driver(driver: str) -> bool:
-    return driver in HOST_DRIVERS
-
-
-def device_name(driver: str) -> str:
-    """The tensorplay device (``cpu``, ``vulkan:0``, ``cuda:0``, ``hip:0``) of a runtime driver:
-    each GPU driver's device type is the driver's name."""
-    return "cpu" if driver in HOST_DRIVERS else f"{driver}:0"
 
 
 def driver_of_arrays(arrays: Any) -> str | None:
@@ -96,97 +77,6 @@ def storage_dtype(driver: str, dtype: np.dtype) -> np.dtype:
     wide = WIDE_STORAGE.get(driver)
     name = wide.get(np.dtype(dtype).name) if wide else None  # numpy's names are tensorplay's
     return np.dtype(dtype) if name is None else np.dtype(name)
-
-
-# -- transfer accounting -------------------------------------------------------------------------
-
-@dataclass
-class TransferStats:
-    """Copies between the host and devices: ``uploads`` buffers of ``upload_bytes`` bytes went
-    host->device, ``downloads`` of ``download_bytes`` device->host; ``imports`` host arrays a
-    CPU program read in place (no copy). ``by_program`` holds the same figures per program."""
-
-    uploads: int = 0
-    upload_bytes: int = 0
-    downloads: int = 0
-    download_bytes: int = 0
-    imports: int = 0
-    by_program: dict[str, TransferStats] = field(default_factory=dict)
-
-    def _add(self, kind: str, nbytes: int) -> None:
-        if kind == "upload":
-            self.uploads += 1
-            self.upload_bytes += nbytes
-        elif kind == "download":
-            self.downloads += 1
-            self.download_bytes += nbytes
-        else:
-            self.imports += 1
-
-    def copy(self) -> TransferStats:
-        return TransferStats(self.uploads, self.upload_bytes, self.downloads, self.download_bytes, self.imports,
-                             {k: v.copy() for k, v in self.by_program.items()})
-
-    def __sub__(self, other: TransferStats) -> TransferStats:
-        out = TransferStats(self.uploads - other.uploads, self.upload_bytes - other.upload_bytes,
-                            self.downloads - other.downloads, self.download_bytes - other.download_bytes,
-                            self.imports - other.imports)
-        for name, s in self.by_program.items():
-            d = s - other.by_program.get(name, TransferStats())
-            if d.uploads or d.downloads or d.imports:
-                out.by_program[name] = d
-        return out
-
-    def summary(self) -> str:
-        return (f"{self.uploads} uploads ({_bytes(self.upload_bytes)}), {self.downloads} downloads "
-                f"({_bytes(self.download_bytes)}), {self.imports} host arrays read in place")
-
-    def __str__(self) -> str:
-        lines = [f"{'program':<32} {'uploads':>8} {'up bytes':>10} {'downloads':>9} {'down bytes':>10} "
-                 f"{'in place':>8}"]
-        for name, s in sorted(self.by_program.items()):
-            lines.append(f"{name:<32} {s.uploads:>8} {_bytes(s.upload_bytes):>10} {s.downloads:>9} "
-                         f"{_bytes(s.download_bytes):>10} {s.imports:>8}")
-        lines.append(f"{'total':<32} {self.uploads:>8} {_bytes(self.upload_bytes):>10} {self.downloads:>9} "
-                     f"{_bytes(self.download_bytes):>10} {self.imports:>8}")
-        return "\n".join(lines)
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if abs(n) < 1024 or unit == "MiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-_totals = TransferStats()
-#: "tensors" stands for transfers outside any program: moving tensors, reading them
-OUTSIDE = "tensors"
-
-
-def count(kind: str, nbytes: int, program: str | None = None) -> None:
-    """Record one ``upload``, ``download`` or ``import`` of ``nbytes`` bytes."""
-    with _lock:
-        _totals._add(kind, nbytes)
-        name = program or OUTSIDE
-        per = _totals.by_program.get(name)
-        if per is None:
-            per = _totals.by_program[name] = TransferStats()
-        per._add(kind, nbytes)
-
-
-def stats() -> TransferStats:
-    """A snapshot of the transfer counters since the start or the last :func:`reset_stats`."""
-    with _lock:
-        return _totals.copy()
-
-
-def reset_stats() -> None:
-    """Set the transfer counters to zero."""
-    global _totals
-    with _lock:
-        _totals = TransferStats()
 
 
 # -- host arrays shared with code outside tensorplay ---------------------------------------------
@@ -313,7 +203,7 @@ class DeviceArray:
         return self._host.copy() if self._host is not None else self._download()
 
     def _download(self) -> np.ndarray:
-        from .program import download
+        from .hal import download
 
         return from_storage(download(self.view, self.driver, self.shape, self.storage), self.dtype)
 

@@ -13,7 +13,7 @@ import pytest
 import tensorplay as tp
 from tensorplay.compiler import backends
 from tensorplay.compiler.backends import probe
-from tensorplay.runtime import program
+from tensorplay.runtime import hal, program
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -88,7 +88,7 @@ def test_driver_devices_and_get_device_raise_one_named_error(fake_rt):
     with pytest.raises(program.DriverUnavailable, match="Vulkan loader library not found") as info:
         program.driver_devices("vulkan")
     assert isinstance(info.value, RuntimeError) and info.value.driver == "vulkan"
-    program._devices.pop("vulkan", None)
+    hal._devices.pop("vulkan", None)
     with pytest.raises(program.DriverUnavailable, match="has no usable device"):
         program.get_device("vulkan")
 

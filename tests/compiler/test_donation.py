@@ -1,6 +1,7 @@
-"""Updating a compiled step's state in place (backends/donation.py): the program writes the
-new value of a parameter or an optimizer state into the buffer the old one was in, ordered
-after every other read of the old value, and only where no other holder can see the change."""
+"""Updating a compiled step's state in place (the donate-buffers pass, passes/donation.py):
+the program writes the new value of a parameter or an optimizer state into the buffer the old
+one was in, ordered after every other read of the old value, and only where no other holder
+can see the change."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 import tensorplay as tp
 from tensorplay import runtime
-from tensorplay.compiler.backends import donation
-from tensorplay.compiler.backends.iree import get_iree_backend, lower_to_linalg, tp_mlir
+from tensorplay.compiler.backends.iree import TARGETS, get_iree_backend, lowering_pipeline, tp_mlir
+from tensorplay.passes import donation, run_pipeline
 from tensorplay.dialects.tp.graph import Graph
 from tensorplay.dialects.tp.types import TensorType
 from tensorplay.runtime.storage import Donated, sole_reference
@@ -38,21 +39,11 @@ def _update_then_read(read_first: bool = False) -> Graph:
 
 
 def _plan(graph: Graph, backend: str = "iree-cpu") -> donation.Plan:
+    """What the donate-buffers pass did to ``graph`` lowered for ``backend``."""
     module = tp_mlir(graph)
-    plans = []
-    real = donation.apply
-
-    def keep(m, name):
-        out = real(m, name)
-        plans.append(out[0])
-        return out
-
-    try:
-        donation.apply = keep
-        lower_to_linalg(module, graph.name, backend)
-    finally:
-        donation.apply = real
-    return plans[0]
+    run_pipeline(module, lowering_pipeline(TARGETS[backend]), source_name=graph.name)
+    run_pipeline(module, "donate-buffers", source_name=graph.name)
+    return donation.take_report(module, graph.name)
 
 
 @pytest.mark.iree

@@ -57,7 +57,7 @@ except ImportError:  # not on Windows: the thread lock and atomic replace still 
 
 __all__ = ["cache_dir", "cache_enabled", "cache_key", "load_entry", "store_entry", "get_or_compile",
            "clear_cache", "cache_stats", "reset_cache_stats", "iree_compiler_version", "host_target",
-           "note_used", "save_cache_bundle", "load_cache_bundle", "cache_shared", "MAGIC", "BUNDLE_MAGIC"]
+           "note_used", "cache_shared", "MAGIC"]
 
 MAGIC = b"TPVMFB2\n"
 #: the entry format before the record of who wrote it: read as stale, never as corrupt
@@ -581,5 +581,3 @@ def clear_cache() -> int:
             pass
     return removed
 
-
-from .bundles import BUNDLE_MAGIC, load_cache_bundle, save_cache_bundle  # noqa: E402  (they use this module)

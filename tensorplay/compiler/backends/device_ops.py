@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ...runtime.program import BACKEND_OF_DRIVER
+from ...runtime.drivers import BACKEND_OF_DRIVER
 from .._logging import get_logger
 from ... import _dispatch, _views
 

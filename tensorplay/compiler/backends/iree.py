@@ -3,10 +3,12 @@
 ``iree.compiler.api`` to a vmfb (through the artifact cache) and loaded with
 :mod:`tensorplay.runtime`.
 
-Compiling (graph -> vmfb bytes, cached on disk) and loading (vmfb -> Program on a device)
-are separate steps, so export can compile for a device this machine does not have
-(:func:`compile_to_vmfb` with ``backend="iree-cuda"``). What each backend is lives in its
-record (:mod:`.targets`); what this machine offers it, in :mod:`.probe`.
+:func:`build` is the one entry point: graphs in, and out a loaded program (``tp.compile``),
+a graph's vmfb bytes, or an export's module compiled on first use (``tp.export``). Compiling
+(graph -> vmfb bytes, cached on disk) and loading (vmfb -> Program on a device) are separate
+steps, so export can compile for a device this machine does not have (``backend="iree-cuda"``).
+What each backend is lives in its record (:mod:`.targets`); what this machine offers it, in
+:mod:`.probe`; the donated-state rewrite is the ``donate-buffers`` pass (``passes/donation.py``).
 
 One idea, kept in one module although it is long: the way from a graph to a program IREE
 runs (emit, lower, compile with retries and autotuning, diagnose, bind the loaded program).
@@ -19,7 +21,6 @@ import logging
 import os
 import re
 import shlex
-import statistics
 import sys
 import tempfile
 import threading
@@ -29,18 +30,19 @@ from typing import Any
 
 from ...dialects.tp.graph import Graph
 from .. import _logging, tracedir
-from . import cache, donation, probe
+from . import cache, probe
 from .base import (BackendCapabilities, BackendCompileError, BackendUnavailable, dtypes_used, first_use_of,
                    graph_functions, iter_nodes)
 from .modes import compile_flags, validate_options
 # the probe's names stay importable from here (the code below calls them through the module)
 from .probe import (LOCAL_TASK_MIN_CPUS, LOCAL_TASK_MIN_WORK, capabilities, choose_cpu_driver, cuda_target_for,
                     graph_work, usable_cpus)
+from .runners import _DriverTrial, _EmptyGuarded, empty_sizes_check
 from .targets import TARGETS, IreeTarget, vulkan_device_flags
 from .widening import Widened, widen_io
 from ...runtime.program import CPU_INPUT_ALIGNMENT
 
-__all__ = ["IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
+__all__ = ["build", "OUTPUTS", "Artifact", "IreeBackend", "IreeTarget", "TARGETS", "compile_to_vmfb", "compile_mlir", "compile_cached",
            "get_iree_backend", "bind", "capabilities", "graph_work", "lower_to_linalg", "lowering_pipeline", "tp_mlir",
            "choose_cpu_driver", "cuda_target_for", "contraction_work", "DATA_TILING_MIN_WORK", "usable_cpus", "LOWERING_PIPELINE", "LOCAL_TASK_MIN_WORK",
            "LOCAL_TASK_MIN_CPUS"]
@@ -98,14 +100,11 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     host_code = TARGETS[backend].target in HOST_CODE_TARGETS
     if host_code:
         _declare_alignment(module)
-    donated = donation.apply(module, graph_name)
+    plan = _donate(module, graph_name, backend)
     text = M.print_module(module, debuginfo=True)
     if host_code:
         text = _with_resource_alignment(text)
-    if donated is not None:
-        plan, wrapper = donated
-        if wrapper:
-            text = M.append_to_module(text, wrapper)
+    if plan is not None:
         _log.info("%s: graph %r updates %d of %d inputs in place%s%s", backend, graph_name, len(plan.tied),
                   len(plan.tied) + len(plan.untied),
                   f" (after {plan.joined} other reads of old values)" if plan.joined else "",
@@ -118,6 +117,24 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
         tracedir.note(scope, lower_s=round(time.perf_counter() - start, 6), pipeline=lowering_pipeline(TARGETS[backend]))
         tracedir.write(scope, "04-linalg.mlir", text)
     return text
+
+
+def _donate(module: Any, graph_name: str, backend: str) -> Any:
+    """Run the ``donate-buffers`` pass on function ``graph_name`` of lowered ``module`` when it
+    donates inputs (``tp.donated``); the pass's plan, or None when there was nothing to do."""
+    from ...dialects.tp.mlir import DONATED
+    from ...passes import PipelineError, run_pipeline
+    from ...passes.donation import DonateBuffers, find_function, take_report
+
+    fn = find_function(module, graph_name)
+    if fn is None or DONATED not in fn.attributes:
+        return None
+    try:
+        run_pipeline(module, f"{DonateBuffers.name}{{function={graph_name}}}", source_name=graph_name)
+    except PipelineError as exc:
+        raise BackendCompileError(f"{backend}: tying the donated inputs of graph {graph_name!r} failed.\n{exc}",
+                                  backend=backend, graph=graph_name, reproducer=exc.reproducer) from None
+    return take_report(module, graph_name)
 
 
 #: the IREE targets whose code reads host memory (the CPU drivers import host arrays in place):
@@ -406,7 +423,7 @@ class IreeBackend:
     def compile_to_vmfb(self, graph: Graph, options: Mapping[str, Any] | None = None) -> bytes:
         """The vmfb of ``graph`` for this target, from the artifact cache when present.
         Needs no device: CUDA and ROCm vmfbs build on any machine."""
-        return self._compile(self.prepare(graph).graph, validate_options(options or {}))
+        return build(graph, self.name, options, output="vmfb")
 
     def _compile(self, graph: Graph, options: Mapping[str, Any], emitted: _Emitted | None = None) -> bytes:
         emitted = emitted or _Emitted(graph, self.name)
@@ -473,6 +490,11 @@ class IreeBackend:
 
     def __call__(self, graph: Graph, example_inputs: Sequence[Any] = (), options: Mapping[str, Any] | None = None,
                  ) -> Callable[..., list]:
+        return build(graph, self.name, options, example_inputs=example_inputs)
+
+    def _program(self, graph: Graph, example_inputs: Sequence[Any], options: Mapping[str, Any] | None
+                 ) -> Callable[..., list]:
+        """:func:`build`'s ``program``: compiled (autotuned when asked), loaded and bound."""
         self._check_available()
         options = validate_options(options or {})
         prepared = self.prepare(graph)
@@ -489,6 +511,20 @@ class IreeBackend:
             if empty is not None or data_sizes:
                 return _EmptyGuarded(runner, graph, empty, self.name, retry=data_sizes)
         return runner
+
+    def _export(self, graphs: Sequence[Graph], options: Mapping[str, Any], link: Callable[[Any, list[Widened]], str],
+                name: str) -> Artifact:
+        """:func:`build`'s ``export``: the graphs checked, adapted, emitted together and lowered,
+        the lowered module made into the compile input by ``link``."""
+        from ...dialects import ir as I
+        from ...dialects.tp import mlir as M
+
+        prepared = [self.prepare(g) for g in graphs]  # dtype checks; Vulkan's 32-bit boundary
+        with I.context():
+            module = M.emit([p.graph for p in prepared])
+            lower_to_linalg(module, name, self.name)
+            text = link(module, prepared)
+        return Artifact(self, text, options, name)
 
     # autotune -----------------------------------------------------------------------------
     def autotune_candidates(self, options: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -536,167 +572,6 @@ class IreeBackend:
                                                  backend=self.name))
         _log.info("%s: graph %r compiles with %s (autotune)", self.name, prepared.graph.name, choice)
         return validate_options(choice), emitted
-
-
-def empty_sizes_check(graph: Graph) -> Callable[[Sequence[Any]], bool] | None:
-    """``check(arrays)``: whether a call of ``graph`` on ``arrays`` (one per input) makes an
-    input or an op result with no elements, from the graph's symbolic sizes (plain integer
-    arithmetic over the arrays' shapes); None when every size is static."""
-    import sympy
-
-    from ...dialects.tp import symbolic as sym
-
-    names: dict[Any, str] = {}
-    lines: list[str] = []
-    for i, v in enumerate(graph.inputs):
-        for d, size in enumerate(v.type.shape):
-            if isinstance(size, sympy.Symbol) and size not in names:
-                names[size] = f"v{len(names)}"
-                lines.append(f"{names[size]} = arrays[{i}].shape[{d}]")
-    if not names:
-        return None
-    tests: dict[str, None] = {}
-    for v in [*graph.inputs, *(r for node in graph.nodes for r in node.results)]:
-        for size in getattr(v.type, "shape", ()):
-            if sym.is_symbolic(size) and sym.free_symbols([size]) <= set(names):
-                tests.setdefault(f"({sym.size_to_python(size, names)}) == 0")
-    if not tests:
-        return None
-    body = "\n    ".join(lines)
-    source = f"def check(arrays):\n    {body}\n    return {' or '.join(tests)}\n"
-    scope: dict[str, Any] = {}
-    exec(compile(source, f"<empty sizes of {graph.name}>", "exec"), scope)  # noqa: S102
-    return scope["check"]
-
-
-#: how IREE 3.13's Vulkan HAL refuses a dispatch over an empty tensor
-_EMPTY_BINDING = "resolved to an empty buffer range"
-
-
-class _DriverTrial:
-    """A CPU program loaded on both drivers, ``local-task`` (IREE's worker pool) and
-    ``local-sync`` (the calling thread), that times its first calls on each and keeps the
-    faster. Both run the same vmfb on host memory, so results do not depend on the choice.
-    The pool wins on large dispatches (1.2-5.8x on the forward benchmarks) and loses where a
-    program is many small ones: on the 2-core machine of docs/performance.md a hand-off costs
-    20-60 us, and a training step of 80+ kernels (the example GPT's) ran 2x slower on it."""
-
-    #: timed calls on each driver, after one untimed warm-up call each; their medians are
-    #: compared (the pool's times on two cores are bimodal: a call that loses a core to another
-    #: thread takes a scheduler slice longer, so the fastest call flatters it)
-    TIMED = 5
-    #: the drivers, in the order of the runners given
-    DRIVERS = ("local-task", "local-sync")
-    #: (a runtime Function underneath: device arrays are passed as they are)
-    takes_device_arrays = True
-
-    def __init__(self, task: Any, sync: Any, backend: str, graph_name: str, scope: Any):
-        object.__setattr__(self, "_runners", (task, sync))
-        object.__setattr__(self, "_times", ([], []))
-        object.__setattr__(self, "_calls", 0)
-        object.__setattr__(self, "_chosen", None)  # the runner kept, once the trial is over
-        object.__setattr__(self, "_best", None)  # its index
-        object.__setattr__(self, "_lock", threading.Lock())
-        object.__setattr__(self, "_about", (backend, graph_name, scope))
-
-    def __call__(self, *arrays: Any) -> list:
-        chosen = self._chosen
-        if chosen is not None:
-            return chosen(*arrays)
-        with self._lock:
-            k = self._calls
-            object.__setattr__(self, "_calls", k + 1)
-        which = k % 2
-        start = time.perf_counter()
-        out = self._runners[which](*arrays)
-        if k >= 2:
-            self._decide(which, time.perf_counter() - start)
-        return out
-
-    def _decide(self, which: int, seconds: float) -> None:
-        with self._lock:
-            self._times[which].append(seconds)
-            task, sync = self._times
-            if self._chosen is not None or min(len(task), len(sync)) < self.TIMED:
-                return
-            medians = [statistics.median(t) for t in (task, sync)]
-            best = 0 if medians[0] <= medians[1] else 1
-            object.__setattr__(self, "_best", best)
-            object.__setattr__(self, "_chosen", self._runners[best])
-        backend, graph_name, scope = self._about
-        driver = self.DRIVERS[best]
-        _log.info("%s: graph %r runs on %s (median of %d calls each: local-task %.1f us, local-sync %.1f us)",
-                  backend, graph_name, driver, self.TIMED, 1e6 * medians[0], 1e6 * medians[1])
-        tracedir.note(scope, driver=driver, driver_trial_us={d: round(1e6 * m, 1) for d, m in zip(self.DRIVERS, medians)})
-
-    @property
-    def driver(self) -> str | None:
-        """The driver chosen, None while the first calls still time both."""
-        return None if self._best is None else self.DRIVERS[self._best]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runners[0], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        for runner in self._runners:
-            setattr(runner, name, value)
-
-
-class _EmptyGuarded:
-    """A runner that calls ``runner`` unless the call makes an empty tensor somewhere in the
-    graph; then the graph runs through the reference implementations on the host and its
-    results go to the arguments' device. IREE 3.13's CUDA driver launches a kernel over zero
-    elements as it is, which the driver rejects (CUDA_ERROR_INVALID_VALUE), leaving the
-    device failed for every later call (its HIP driver skips such launches); its Vulkan HAL
-    refuses to bind an empty buffer range. A size the data decides (``retry``) is known only
-    once the program runs: a call that Vulkan refuses that way runs on the host too."""
-
-    #: (device arrays are passed to the Function underneath, or handled in the host fallback)
-    takes_device_arrays = True
-
-    def __init__(self, runner: Any, graph: Graph, empty: Callable[[Sequence[Any]], bool] | None, backend: str,
-                 retry: bool = False):
-        object.__setattr__(self, "_runner", runner)
-        object.__setattr__(self, "_graph", graph)
-        object.__setattr__(self, "_empty", empty)
-        object.__setattr__(self, "_backend", backend)
-        object.__setattr__(self, "_retry", retry)
-        object.__setattr__(self, "_logged", False)
-
-    def __call__(self, *arrays: Any) -> list:
-        if self._empty is None or not self._empty(arrays):
-            if not self._retry:
-                return self._runner(*arrays)
-            try:
-                return self._runner(*arrays)
-            except (ValueError, RuntimeError) as exc:
-                if _EMPTY_BINDING not in str(exc):
-                    raise
-        import numpy as np
-
-        from ...dialects.tp.graph import interpret
-        from ...runtime.program import to_device
-        from ...runtime.storage import DeviceArray, Donated
-
-        if not self._logged:
-            object.__setattr__(self, "_logged", True)
-            _log.info("%s: a call of graph %r makes an empty tensor, which IREE's driver cannot run a kernel "
-                      "over: such calls run through the reference implementations on the host",
-                      self._backend, self._graph.name)
-        arrays = [a.array if type(a) is Donated else a for a in arrays]  # (nothing is written here)
-        drivers = {a.driver for a in arrays if type(a) is DeviceArray}
-        host = [a.to_host() if type(a) is DeviceArray else a for a in arrays]
-        outs = interpret(self._graph, host)
-        if not drivers:
-            return outs
-        driver = next(iter(drivers))
-        return [to_device(np.asarray(o), driver) for o in outs]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._runner, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._runner, name, value)
 
 
 #: multiply-adds of a graph's largest matmul or convolution below which the CPU pipeline
@@ -836,6 +711,64 @@ def bind(program: Any, prepared: Widened, name: str | None = None, results: str 
                             private=written_inputs(graph))
 
 
+# --- the entry point -------------------------------------------------------------------------
+
+#: what :func:`build` makes: a loaded program to call (``tp.compile``), a graph's vmfb bytes
+#: (no device needed), or an export's module (:class:`Artifact`: compile input, flags, vmfb)
+OUTPUTS = ("program", "vmfb", "export")
+
+
+def build(graphs: Graph | Sequence[Graph], backend: str, options: Mapping[str, Any] | None = None, *,
+          output: str = "program", example_inputs: Sequence[Any] = (),
+          link: Callable[[Any, list[Widened]], str] | None = None, name: str | None = None) -> Any:
+    """Graphs in, code for built-in IREE ``backend`` out: the one path ``tp.compile`` and
+    ``tp.export`` both take (dtype checks and I/O widening, tp MLIR, the target's lowering
+    pipeline and ``donate-buffers``, the flags of ``options`` over the target's defaults, IREE
+    through the artifact cache, retried with plainer pipelines).
+
+    ``output="program"``: ``graphs`` is one graph, compiled (autotuned on ``example_inputs``
+    when the options ask) and loaded on the backend's device: ``run(*arrays) -> arrays``.
+    ``output="vmfb"``: one graph's vmfb bytes, not loaded (no device needed).
+    ``output="export"``: the graphs emitted into one module and lowered together (the module's
+    name ``name``); ``link(lowered_module, prepared)`` returns the module text IREE compiles
+    (an export's globals and entry points added); an :class:`Artifact` that compiles it on
+    first use of ``vmfb``."""
+    if output not in OUTPUTS:
+        raise ValueError(f"build: output {output!r} is not one of {', '.join(OUTPUTS)}")
+    if backend not in TARGETS:
+        raise ValueError(f"build: {backend!r} is not an IREE backend; choose one of {', '.join(TARGETS)}")
+    be = get_iree_backend(backend)
+    if output == "export":
+        if link is None or name is None:
+            raise TypeError("build(output='export') needs link= and name=")
+        return be._export(list(graphs), dict(options or {}), link, name)
+    if not isinstance(graphs, Graph):
+        raise TypeError(f"build(output={output!r}) takes one graph, got {type(graphs).__name__}")
+    if output == "vmfb":
+        return be._compile(be.prepare(graphs).graph, validate_options(options or {}))
+    return be._program(graphs, example_inputs, options)
+
+
+class Artifact:
+    """An export's module for one backend: the compile input ``text``, the iree-compile
+    ``flags`` of the pipeline asked for (after :attr:`vmfb`, of the one that compiled it) and
+    the vmfb, compiled on first use through the artifact cache (a pipeline IREE refuses is
+    retried plainer, as for ``tp.compile``)."""
+
+    def __init__(self, backend: IreeBackend, text: str, options: Mapping[str, Any], name: str):
+        self.backend, self.text, self.options, self.name = backend, text, options, name
+        self.flags = backend.flags(backend.pipeline_options(options, text))
+        self._vmfb: bytes | None = None
+
+    @property
+    def vmfb(self) -> bytes:
+        if self._vmfb is None:
+            text = self.text
+            self._vmfb, self.flags = compile_with_retries(text, lambda: text, self.backend, self.options,
+                                                          name=self.name, what="export")
+        return self._vmfb
+
+
 _backends: dict[str, IreeBackend] = {}
 
 
@@ -865,12 +798,10 @@ def compile_to_vmfb(graph: Graph, options: Mapping[str, Any] | None = None, *, b
     if backend not in TARGETS:
         raise ValueError(f"compile_to_vmfb: {backend!r} is not an IREE backend; choose one of "
                          f"{', '.join(TARGETS)}")
-    return get_iree_backend(backend).compile_to_vmfb(graph, options)
+    return build(graph, backend, options, output="vmfb")
 
 
-# the built-in backend objects, by the name without "iree-" (what the registry loads)
-cpu = get_iree_backend("iree-cpu")
-vulkan = get_iree_backend("iree-vulkan")
-cuda = get_iree_backend("iree-cuda")
-rocm = get_iree_backend("iree-rocm")
-vmvx = get_iree_backend("iree-vmvx")
+# the built-in backend objects, by the name without "iree-" (what the registry loads): cpu,
+# vulkan, cuda, rocm, vmvx
+for _name in TARGETS:
+    globals()[_name.removeprefix("iree-")] = get_iree_backend(_name)

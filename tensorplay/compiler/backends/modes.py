@@ -9,14 +9,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .targets import TARGETS, target_of
+from .targets import TARGETS, IreeTarget, target_of
 
 __all__ = ["OPTIONS", "MODES", "Option", "list_mode_options", "resolve_options", "validate_options",
            "compile_flags"]
 
 OPT_LEVELS = ("O0", "O1", "O2", "O3")
 UKERNELS = ("default", "none", "all", "mmt4d", "pack", "unpack")
-CPU_DRIVERS = ("auto", *TARGETS["iree-cpu"].driver_choices)
+#: the runtime_driver choices: auto, and the drivers of the targets that pick one per graph
+CPU_DRIVERS = ("auto", *dict.fromkeys(d for t in TARGETS.values() if t.driver_by_work for d in t.driver_choices))
 
 
 @dataclass(frozen=True)
@@ -54,12 +55,11 @@ def _flag_list(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and all(isinstance(f, str) and f.startswith("--") for f in v)
 
 
-def _target_option(backend: str, expects: str, doc: str) -> Option:
-    """The option naming the device a target's code is for (its record has the name, the flag
-    and the default)."""
-    t = TARGETS[backend]
+def _target_option(t: IreeTarget) -> Option:
+    """The option naming the device a target's code is for (its record has the name, the flag,
+    the default and the documentation)."""
     assert t.target_option is not None and t.target_flag is not None
-    return Option(t.target_option, _nonempty_str, expects, t.target_flag, doc.format(t.target_default))
+    return Option(t.target_option, _nonempty_str, t.target_expects, t.target_flag, t.target_doc.format(t.target_default))
 
 
 OPTIONS: dict[str, Option] = {o.name: o for o in (
@@ -73,17 +73,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "use IREE's hand-written microkernels for matmul-like ops"),
     Option("aggressive_fusion", _is_bool, "a bool", "--iree-dispatch-creation-enable-aggressive-fusion",
            "fuse more producers into each dispatch (fewer, larger kernels)"),
-    Option("runtime_driver", _one_of(CPU_DRIVERS), "one of auto, local-sync, local-task",
+    Option("runtime_driver", _one_of(CPU_DRIVERS), f"one of {', '.join(CPU_DRIVERS)}",
            "runtime: IREE driver for CPU backends",
            "local-sync runs dispatches on the calling thread (lowest call overhead), local-task on a "
            "worker pool (parallel); auto picks by the graph's work"),
-    _target_option("iree-cpu", "an LLVM CPU name such as 'host' or 'znver4'",
-                   "the CPU llvm-cpu code is generated for (default: {})"),
-    _target_option("iree-cuda", "an sm_XY name",
-                   "the CUDA architecture (default: the device's, {} PTX for sm_90/sm_100)"),
-    _target_option("iree-rocm", "a gfx name such as 'gfx942'", "the AMD GPU architecture (default: {})"),
-    _target_option("iree-vulkan", "an IREE Vulkan target such as 'rdna3'",
-                   "the SPIR-V environment (default: IREE's portable baseline)"),
+    *(_target_option(t) for t in TARGETS.values() if t.target_option is not None),
     Option("autotune", _is_bool, "a bool", "compile: candidate pipelines tried on the call's inputs",
            "compile the graph with each candidate pipeline (optimization level, data tiling, microkernels, "
            "fusion, CPU driver), time each on the first call's inputs and keep the fastest; the choice is "

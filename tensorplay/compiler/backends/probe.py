@@ -17,7 +17,7 @@ import numpy as np
 from ...dialects.tp.graph import Graph
 from .. import _logging
 from .base import BackendCapabilities, iter_nodes
-from .targets import TARGETS, VULKAN_BASELINE_INT64, VULKAN_BASELINE_NARROW, IreeTarget
+from .targets import TARGETS, VULKAN_BASELINE_INT64, VULKAN_BASELINE_NARROW, IreeTarget, target_of
 
 __all__ = ["capabilities", "cuda_driver_device", "probed_target", "cuda_target_for", "graph_work", "usable_cpus", "choose_cpu_driver",
            "LOCAL_TASK_MIN_WORK", "LOCAL_TASK_MIN_CPUS"]
@@ -73,7 +73,7 @@ def _cuda_compute_capability() -> tuple[int, int] | None:
 def cuda_target_for(capability: tuple[int, int] | None) -> str:
     """The ``--iree-cuda-target`` for a compute capability (the record's default, sm_80, when
     unknown and for the architectures IREE 3.13 cannot target yet)."""
-    fallback = TARGETS["iree-cuda"].target_default
+    fallback = target_of("cuda").target_default
     assert fallback is not None
     if capability is None:
         return fallback
@@ -260,30 +260,46 @@ def _probe(t: IreeTarget) -> BackendCapabilities:
     if not devices:
         return replace(caps, available=False, reason=f"IREE runtime driver {driver!r} finds no device")
     extra: dict[str, Any] = {"devices": [d.get("name") for d in devices]}
-    if t.name == "iree-cuda":
-        cc = _cuda_compute_capability()
-        extra["compute_capability"] = cc
-        extra["cuda_target"] = cuda_target_for(cc)
-        if cc is not None and extra["cuda_target"] != f"sm_{cc[0]}{cc[1]}":
-            _log.info("iree-cuda: IREE 3.13 cannot target sm_%d%d; compiling %s PTX for the driver "
-                      "to JIT forward", *cc, extra["cuda_target"])
-    elif t.name == "iree-rocm":
-        extra["rocm_target"] = _rocm_device_target() or t.target_default
-    elif t.name == "iree-vulkan":
-        extra["software_device"] = any("llvmpipe" in str(d.get("name", "")) for d in devices)
-        features = _vulkan_features() or {}
-        extra["vulkan_features"] = features
-        extra["shader_int64"] = features.get("shaderInt64")
-        # native 8-, 16- and 64-bit integers and 8- and 16-bit storage where every device has
-        # them (IREE picks one of them); 64-bit integers alone; else IREE's baseline, which
-        # emulates int64 and narrow storage on 32-bit words
-        if features and all(features.values()):
-            extra["vulkan_target"] = VULKAN_BASELINE_NARROW
-        elif features.get("shaderInt64"):
-            extra["vulkan_target"] = VULKAN_BASELINE_INT64
-        else:
-            extra["vulkan_target"] = None
+    reader = _DEVICE_READERS.get(t.target)
+    if reader is not None:
+        extra.update(reader(t, devices))
     return replace(caps, install_hint=None, extra=extra)
+
+
+def _cuda_device(t: IreeTarget, devices: list[dict]) -> dict[str, Any]:
+    cc = _cuda_compute_capability()
+    extra: dict[str, Any] = {"compute_capability": cc, t.target_option: cuda_target_for(cc)}
+    if cc is not None and extra[t.target_option] != f"sm_{cc[0]}{cc[1]}":
+        _log.info("%s: IREE 3.13 cannot target sm_%d%d; compiling %s PTX for the driver "
+                  "to JIT forward", t.name, *cc, extra[t.target_option])
+    return extra
+
+
+def _rocm_device(t: IreeTarget, devices: list[dict]) -> dict[str, Any]:
+    return {t.target_option: _rocm_device_target() or t.target_default}
+
+
+def _vulkan_device(t: IreeTarget, devices: list[dict]) -> dict[str, Any]:
+    extra: dict[str, Any] = {"software_device": any("llvmpipe" in str(d.get("name", "")) for d in devices)}
+    features = _vulkan_features() or {}
+    extra["vulkan_features"] = features
+    extra["shader_int64"] = features.get("shaderInt64")
+    # native 8-, 16- and 64-bit integers and 8- and 16-bit storage where every device has
+    # them (IREE picks one of them); 64-bit integers alone; else IREE's baseline, which
+    # emulates int64 and narrow storage on 32-bit words
+    if features and all(features.values()):
+        extra[t.target_option] = VULKAN_BASELINE_NARROW
+    elif features.get("shaderInt64"):
+        extra[t.target_option] = VULKAN_BASELINE_INT64
+    else:
+        extra[t.target_option] = None
+    return extra
+
+
+#: what the probe reads of a device, by the HAL target whose code runs there (the CUDA
+#: compute capability, the AMD GPU's gfx name, the Vulkan device's features): each gives the
+#: capabilities' extra entries, the device's own target under the record's target_option
+_DEVICE_READERS = {"cuda": _cuda_device, "rocm": _rocm_device, "vulkan-spirv": _vulkan_device}
 
 
 def probed_target(t: IreeTarget) -> str | None:

@@ -4,8 +4,9 @@ dtypes it takes, how the graph is lowered and adapted for it, and what export ch
 Flags (:meth:`IreeBackend.flags <tensorplay.compiler.backends.iree.IreeBackend.flags>`,
 :func:`~tensorplay.compiler.backends.modes.compile_flags`), the lowering pipeline, the
 availability probe, the registry's built-ins and export's defaults all read these records.
-The runtime drivers are the runtime's table (``tensorplay.runtime.program.BACKEND_DRIVERS``),
-which a deployed program reads without the compiler; a record refers to it by its name.
+A record extends the runtime's table of driver facts (:mod:`tensorplay.runtime.drivers`: the
+drivers that run each backend's code, the element types a driver stores wider), which a deployed
+program reads without the compiler; a record refers to its entries by the backend's name.
 """
 
 from __future__ import annotations
@@ -15,8 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...runtime.program import BACKEND_DRIVERS
-from ...runtime.storage import WIDE_STORAGE
+from ...runtime.drivers import BACKEND_DRIVERS, WIDE_STORAGE
 from .base import ALL_DTYPE_NAMES
 
 __all__ = ["IreeTarget", "TARGETS", "target_of", "VULKAN_BASELINE", "VULKAN_BASELINE_INT64", "VULKAN_BASELINE_NARROW",
@@ -46,6 +46,10 @@ class IreeTarget:
     target_flag: str | None = None
     #: that device when neither the options nor the probed device name one (None: no flag)
     target_default: str | None = None
+    #: what the option takes and what it chooses (its documentation; ``{}`` stands for the
+    #: default), for the compile options table (modes.OPTIONS)
+    target_expects: str = ""
+    target_doc: str = ""
     #: the probe reads the device's own target (capabilities extra[target_option])
     target_from_device: bool = False
     #: export's portable device by platform.machine() ("*": any other); unset: target_default
@@ -177,6 +181,8 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                "IREE llvm-cpu code for this machine's CPU (target-cpu=host)", _PIP_HINT,
                driver="local-sync", driver_by_work=True,
                target_option="target_cpu", target_flag="--iree-llvmcpu-target-cpu", target_default="host",
+               target_expects="an LLVM CPU name such as 'host' or 'znver4'",
+               target_doc="the CPU llvm-cpu code is generated for (default: {})",
                # x86-64-v2 (SSE4.2, POPCNT) runs on every x86-64 CPU of the last 15 years; the plain
                # x86-64 baseline lacks SSE4.1's rounding, so trunc/floor/round would need libm calls
                # IREE's llvm-cpu cannot link. Other architectures get LLVM's generic CPU.
@@ -195,6 +201,8 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # storage where the probed device has them (VULKAN_BASELINE_NARROW), with int64
                # arithmetic where it has that only (VULKAN_BASELINE_INT64)
                target_option="vulkan_target", target_flag="--iree-vulkan-target",
+               target_expects="an IREE Vulkan target such as 'rdna3'",
+               target_doc="the SPIR-V environment (default: IREE's portable baseline)",
                target_from_device=True, portable_targets={"*": VULKAN_BASELINE},
                # IREE 3.13's SPIR-V backend emulates i64 add, mul and shifts but not division, and
                # computes an outer-dim reduction fused with its consumers and a strided depthwise
@@ -216,6 +224,8 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                # sm_80 PTX also runs where IREE has no GPU description (the driver JIT-compiles it
                # forward), so it is the fallback and export's portable choice
                target_option="cuda_target", target_flag="--iree-cuda-target", target_default="sm_80",
+               target_expects="an sm_XY name",
+               target_doc="the CUDA architecture (default: the device's, {} PTX for sm_90/sm_100)",
                target_from_device=True,
                # IREE 3.13's CUDA codegen fails to distribute a dynamic-size reduction over the
                # innermost dim with a 64-bit accumulator fused with its producer
@@ -227,6 +237,7 @@ TARGETS: dict[str, IreeTarget] = {t.name: t for t in (
                "IREE ROCm (HSACO) code for an AMD GPU (experimental)",
                "needs an AMD GPU with ROCm (libamdhip64.so)", tags=("experimental",),
                target_option="rocm_target", target_flag="--iree-rocm-target", target_default="gfx942",
+               target_expects="a gfx name such as 'gfx942'", target_doc="the AMD GPU architecture (default: {})",
                target_from_device=True, data_tiling=True, ukernels_flag="--iree-rocm-enable-ukernels"),
     IreeTarget("iree-vmvx", "vmvx", "cpu", _VMVX_DTYPES,
                "IREE's portable VMVX bytecode, interpreted on the CPU (slow; for debugging)", _PIP_HINT,

@@ -1,4 +1,5 @@
-"""Updating a compiled step's state in place: donated input buffers.
+"""The ``donate-buffers`` pass: a compiled step's state updated in place, in the buffers its
+caller gives up (donated inputs), over the lowered (linalg-level) module.
 
 A graph whose ``donated`` map pairs output ``k`` with input ``i`` returns, at ``k``, the new
 value of the tensor it reads at ``i`` (a parameter or an optimizer's state that a training
@@ -27,7 +28,9 @@ weight. So before tying, the function is analysed and, where needed, fenced:
 - ``w`` is not tied either where it is returned itself, where the new value is also returned
   at another position, is a view, or is read after the write.
 
-An input left untied is updated as before (a new buffer); :func:`apply` says which and why.
+An input left untied is updated as before (a new buffer); :func:`apply` says which and why,
+and the pass leaves the same report on the public function (:data:`REPORT`, read back and
+removed by :func:`take_report`), which is what ``tpc-opt`` prints.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...runtime.program import DONATED_KEY
+from ..dialects.ir import ir
+from ..runtime.program import DONATED_KEY
+from .registry import Pass, register_pass
 
-__all__ = ["Plan", "apply"]
+__all__ = ["Plan", "apply", "DonateBuffers", "find_function", "take_report", "REPORT"]
 
 #: ops that give another view of their operand (IREE folds them into their users' loads)
 _VIEWS = frozenset({"tensor.expand_shape", "tensor.collapse_shape", "tensor.cast", "tensor.extract_slice",
@@ -227,7 +232,7 @@ def apply(module: Any, name: str) -> tuple[Plan, str] | None:
     attribute) to their inputs: the function becomes private (``<name>_impl``), fenced where
     needed, and the public wrapper's text is returned with the plan; None when the function
     donates nothing. The module is changed in place."""
-    from ...dialects import ir as I
+    from ..dialects import ir as I
 
     ir = I.ir
     with module.context:
@@ -235,12 +240,9 @@ def apply(module: Any, name: str) -> tuple[Plan, str] | None:
 
 
 def _apply(ir: Any, module: Any, name: str) -> tuple[Plan, str] | None:
-    from ...dialects.tp.mlir import DONATED
+    from ..dialects.tp.mlir import DONATED
 
-    fn = None
-    for op in module.body.operations:
-        if op.operation.name == "func.func" and ir.StringAttr(op.operation.attributes["sym_name"]).value == name:
-            fn = op.operation
+    fn = find_function(module, name)
     if fn is None or DONATED not in fn.attributes:
         return None
     flat = list(ir.DenseI64ArrayAttr(fn.attributes[DONATED]))
@@ -607,3 +609,81 @@ def _wrapper(ir: Any, fn: Any, name: str, arg_types: Sequence[str], result_types
             f"({', '.join([bv] * n)}) attributes {{iree.abi.stub, {reflection}}} {{")
     return "\n".join([head, *lines, f"    return {', '.join(f'%o{k}' for k in range(n))} : {', '.join([bv] * n)}",
                       "  }"])
+
+
+# --- the pass ----------------------------------------------------------------------------------
+
+#: the attribute the pass leaves on each public function it handled: the pairs tied
+#: (``tied = "k:i,..."``), the outputs left untied with the reason (``untied = {"k" = "..."}``)
+#: and how many other reads' results the updates wait for (``joined``)
+REPORT = "tp.donation"
+
+
+@register_pass
+class DonateBuffers(Pass):
+    """Tie each tp.donated output of a lowered function to its input's buffer (a wrapper on buffer views).
+
+    The function becomes private ``<name>_impl``, its updates ordered after the other reads of
+    the old values; outputs that must not be tied are listed in the report with the reason."""
+
+    name = "donate-buffers"
+    #: only the function of this name (default: every function with a tp.donated attribute)
+    function: str = ""
+
+    def run(self, module: Any) -> None:
+        from ..dialects.tp.mlir import DONATED
+
+        body = module.regions[0].blocks[0]  # (module: the builtin.module operation)
+        names = [ir.StringAttr(op.operation.attributes["sym_name"]).value for op in body.operations
+                 if op.operation.name == "func.func" and DONATED in op.operation.attributes]
+        for name in names:
+            if self.function and name != self.function:
+                continue
+            done = _apply(ir, module, name)
+            if done is None:
+                continue
+            plan, wrapper = done
+            if wrapper:
+                _insert(module, name, wrapper)
+            find_function(module, name).attributes[REPORT] = ir.DictAttr.get({
+                "tied": ir.StringAttr.get(",".join(f"{k}:{i}" for k, i in sorted(plan.tied.items()))),
+                "untied": ir.DictAttr.get({str(k): ir.StringAttr.get(why) for k, why in sorted(plan.untied.items())}),
+                "joined": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), plan.joined)})
+
+
+def find_function(module: Any, name: str) -> Any:
+    """The top-level ``func.func`` ``name`` of ``module`` (an ir.Module or its operation;
+    None when there is none)."""
+    module = getattr(module, "operation", module)
+    for op in module.regions[0].blocks[0].operations:
+        fn = op.operation
+        if fn.name == "func.func" and ir.StringAttr(fn.attributes["sym_name"]).value == name:
+            return fn
+    return None
+
+
+def _insert(module: Any, name: str, text: str) -> None:
+    """The functions of ``text`` (the wrapper of ``name`` and its helpers) placed at the end of
+    ``module``; parsed beside a declaration of ``<name>_impl``, which the wrapper calls."""
+    signature = str(ir.TypeAttr(find_function(module, f"{name}_impl").attributes["function_type"]).value)
+    params, _, results = signature.partition(" -> ")
+    added = ir.Module.parse(f"module {{\n  func.func private @{name}_impl{params} -> {results}\n{text}\n}}",
+                            module.context)
+    at = ir.InsertionPoint(getattr(module, "operation", module).regions[0].blocks[0])
+    for op in list(added.body.operations)[1:]:
+        at.insert(op.detach_from_parent())
+
+
+def take_report(module: Any, name: str) -> Plan | None:
+    """The :class:`Plan` the pass left on function ``name`` of ``module``, removed from it
+    (None when the pass did nothing there)."""
+    fn = find_function(module, name)
+    if fn is None or REPORT not in fn.attributes:
+        return None
+    report = ir.DictAttr(fn.attributes[REPORT])
+    del fn.attributes[REPORT]
+    tied = ir.StringAttr(report["tied"]).value
+    untied = ir.DictAttr(report["untied"])
+    return Plan(tied={int(k): int(i) for k, i in (pair.split(":") for pair in tied.split(",") if pair)},
+                untied={int(untied[j].name): ir.StringAttr(untied[j].attr).value for j in range(len(untied))},
+                joined=ir.IntegerAttr(report["joined"]).value)
