@@ -232,9 +232,9 @@ def apply(module: Any, name: str) -> tuple[Plan, str] | None:
     attribute) to their inputs: the function becomes private (``<name>_impl``), fenced where
     needed, and the public wrapper's text is returned with the plan; None when the function
     donates nothing. The module is changed in place."""
-    from ..dialects import ir as I
+    from ..dialects import ir as mlir_ir
 
-    ir = I.ir
+    ir = mlir_ir.ir
     with module.context:
         return _apply(ir, module, name)
 

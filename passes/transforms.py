@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..dialects.ir import ir
-from ..dialects.tp import mlir as M
+from ..dialects.tp import mlir
 from ..dialects.tp.registry import lookup
 from .registry import Pass, PassFailure, register_pass, register_pipeline
 
@@ -46,7 +46,7 @@ class TpVerify(Pass):
     name = "tp-verify"
 
     def run(self, module: ir.Operation) -> None:
-        diags = M.verify_module(module)
+        diags = mlir.verify_module(module)
         if diags:
             raise PassFailure("\n".join(str(d) for d in diags))
 
@@ -89,7 +89,7 @@ def _size_names(attr: ir.Attribute) -> set[str]:
 
 
 def _defined_sizes(op: ir.Operation) -> set[str]:
-    return {str(d) for t in M.symbolic_result_types(op) for d in t.shape if d is not None and not isinstance(d, int)}
+    return {str(d) for t in mlir.symbolic_result_types(op) for d in t.shape if d is not None and not isinstance(d, int)}
 
 
 def _named_sizes(block: ir.Block) -> set[str]:
@@ -103,7 +103,7 @@ def _named_sizes(block: ir.Block) -> set[str]:
         defining = lookup(op.name).data_dependent
         for named in op.attributes:
             name = named if isinstance(named, str) else named.name
-            if defining and name == M.SHAPES:
+            if defining and name == mlir.SHAPES:
                 continue
             out |= _size_names(op.attributes[name])
     return out
@@ -150,7 +150,7 @@ def _constant_value(value: ir.Value) -> np.ndarray | None:
     op = owner.operation if hasattr(owner, "operation") else owner
     if op.name != "tp.constant":
         return None
-    return M.dense_value(op.attributes["value"])
+    return mlir.dense_value(op.attributes["value"])
 
 
 def _is_splat_of(value: ir.Value, number: float) -> bool:
@@ -164,7 +164,7 @@ def _same_type(a: ir.Value, b: ir.Value) -> bool:
         return False
     if ir.RankedTensorType(a.type).has_static_shape:
         return True
-    ta, tb = M.symbolic_type_of(a), M.symbolic_type_of(b)
+    ta, tb = mlir.symbolic_type_of(a), mlir.symbolic_type_of(b)
     if ta is None and tb is None:
         return True
     return ta is not None and tb is not None and ta.shape == tb.shape
@@ -204,10 +204,10 @@ class TpCanonicalize(Pass):
         arrays = [_constant_value(v) for v in op.operands]
         if any(a is None for a in arrays):
             return False
-        result_types = [M.tensor_type_of(r.type) for r in op.results]
+        result_types = [mlir.tensor_type_of(r.type) for r in op.results]
         if any(not t.has_static_shape or t.numel() > self.fold_limit for t in result_types):
             return False
-        opdef, slots, attrs = M.verify_op(op)
+        opdef, slots, attrs = mlir.verify_op(op)
         slot_arrays = []
         it = iter(arrays)
         for s in slots:
@@ -219,7 +219,7 @@ class TpCanonicalize(Pass):
         with ir.InsertionPoint(op), op.location:
             for r, value in zip(op.results, outs):
                 const = ir.Operation.create("tp.constant", results=[r.type],
-                                            attributes={"value": M.dense_attr(value)})
+                                            attributes={"value": mlir.dense_attr(value)})
                 r.replace_all_uses_with(const.results[0])
         return True
 
@@ -240,7 +240,7 @@ class TpCanonicalize(Pass):
         if name in ("tp.cast", "tp.reshape", "tp.broadcast_to") and _same_type(ops[0], out):
             return self._replace(op, ops[0])
         if (len(ops) == 2 and _same_type(ops[0], out) and _same_value(ops[0], ops[1])
-                and (name in _IDEMPOTENT or name == "tp.mul" and M.tensor_type_of(out.type).dtype.is_bool)):
+                and (name in _IDEMPOTENT or name == "tp.mul" and mlir.tensor_type_of(out.type).dtype.is_bool)):
             # x & x, max(x, x), a bool times itself: x. IREE 3.13 folds these itself, and a
             # comparison of the result with x then to a splat it reduces wrongly (the sum of
             # (b & b) == b over (1, 6, 3) came out 3, not 18: program fuzzer seed 0, 3463);
@@ -271,12 +271,12 @@ class TpCanonicalize(Pass):
             composed = [inner[d] for d in outer]
             return self._recreate(op, "tp.permute", producer.operands[0], {"dims": composed})
         if name == "tp.reshape" and producer.name == "tp.reshape":
-            shape = M.verify_op(op)[2]["shape"]
+            shape = mlir.verify_op(op)[2]["shape"]
             return self._recreate(op, "tp.reshape", producer.operands[0], {"shape": shape})
         if name == "tp.cast" and producer.name == "tp.cast":
-            src = M.tensor_type_of(producer.operands[0].type).dtype
-            mid = M.tensor_type_of(producer.results[0].type).dtype
-            dst = M.tensor_type_of(out.type).dtype
+            src = mlir.tensor_type_of(producer.operands[0].type).dtype
+            mid = mlir.tensor_type_of(producer.results[0].type).dtype
+            dst = mlir.tensor_type_of(out.type).dtype
             if src is dst and _widens(src, mid):
                 return self._replace(op, producer.operands[0])
         return False
@@ -290,7 +290,7 @@ class TpCanonicalize(Pass):
         if op.name not in _SELF_VALUES or len(op.operands) != 2 or len(op.results) != 1:
             return False
         a, b = op.operands
-        if M.tensor_type_of(a.type).dtype.is_floating_point or str(a.type) != str(b.type):
+        if mlir.tensor_type_of(a.type).dtype.is_floating_point or str(a.type) != str(b.type):
             return False
         same, negated = _SELF_VALUES[op.name]
         if _same_value(a, b):
@@ -302,11 +302,11 @@ class TpCanonicalize(Pass):
         if value is None:
             return False
         out = op.results[0]
-        t = M.tensor_type_of(out.type)
+        t = mlir.tensor_type_of(out.type)
         if t.has_static_shape:
             shape = t.shape
         else:
-            symbolic = M.symbolic_type_of(out)
+            symbolic = mlir.symbolic_type_of(out)
             if symbolic is None:
                 return False
             shape = symbolic.shape
@@ -315,18 +315,18 @@ class TpCanonicalize(Pass):
         opdef = lookup("tp.full")
         attrs = {"shape": tuple(shape), "value": float(value), "dtype": t.dtype}
         with ir.InsertionPoint(op), op.location:
-            mlir_attrs = {d.name: M.attr_to_mlir(d, attrs[d.name]) for d in opdef.attributes}
-            if M.SHAPES in op.attributes:
-                mlir_attrs[M.SHAPES] = op.attributes[M.SHAPES]
+            mlir_attrs = {d.name: mlir.attr_to_mlir(d, attrs[d.name]) for d in opdef.attributes}
+            if mlir.SHAPES in op.attributes:
+                mlir_attrs[mlir.SHAPES] = op.attributes[mlir.SHAPES]
             full = ir.Operation.create("tp.full", results=[out.type], attributes=mlir_attrs)
         return self._replace(op, full.results[0])
 
     def _recreate(self, op: ir.Operation, name: str, operand: ir.Value, attrs: dict) -> bool:
         opdef = lookup(name)
         with ir.InsertionPoint(op), op.location:
-            mlir_attrs = {a.name: M.attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
-            if M.SHAPES in op.attributes:
-                mlir_attrs[M.SHAPES] = op.attributes[M.SHAPES]
+            mlir_attrs = {a.name: mlir.attr_to_mlir(a, attrs[a.name]) for a in opdef.attributes if a.name in attrs}
+            if mlir.SHAPES in op.attributes:
+                mlir_attrs[mlir.SHAPES] = op.attributes[mlir.SHAPES]
             new = ir.Operation.create(name, results=[op.results[0].type], operands=[operand],
                                       attributes=mlir_attrs)
         return self._replace(op, new.results[0])
@@ -352,7 +352,7 @@ def _negation_of(value: ir.Value, other: ir.Value) -> bool:
         return False
     if producer.operands[0] != other:
         return False
-    return producer.name == "tp.bitwise_not" or M.tensor_type_of(other.type).dtype.is_bool
+    return producer.name == "tp.bitwise_not" or mlir.tensor_type_of(other.type).dtype.is_bool
 
 
 def _same_value(a: ir.Value, b: ir.Value, depth: int = 4) -> bool:

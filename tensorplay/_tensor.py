@@ -254,11 +254,11 @@ class Tensor:
 
     @property
     def T(self) -> Tensor:  # noqa: N802
-        return _S.permute(self, tuple(reversed(range(self.ndim))))
+        return _shape.permute(self, tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self) -> Tensor:  # noqa: N802
-        return _S.transpose(self, -2, -1)
+        return _shape.transpose(self, -2, -1)
 
     @property
     def data(self) -> Tensor:
@@ -270,7 +270,7 @@ class Tensor:
             from ._grad_mode import no_grad
 
             with no_grad():
-                out = _E.clone(self)
+                out = _elementwise.clone(self)
             return _views.alias(self, out, shares_version=False)
         return _views.alias(self, Tensor._wrap(self._data), shares_version=False)
 
@@ -403,11 +403,11 @@ class Tensor:
         return array.tolist()
 
     def clone(self) -> Tensor:
-        return _E.clone(self)
+        return _elementwise.clone(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """Itself when its elements lie in order in memory, else a copy that does."""
-        return self if self.is_contiguous() else _E.clone(self)
+        return self if self.is_contiguous() else _elementwise.clone(self)
 
     def detach(self) -> Tensor:
         from . import _dispatch
@@ -418,7 +418,7 @@ class Tensor:
             from ._grad_mode import no_grad
 
             with no_grad():
-                out = _E.clone(self)
+                out = _elementwise.clone(self)
             return _views.alias(self, out, shares_version=True)  # (writes to it reach self)
         return _views.alias(self, Tensor._wrap(self._data), shares_version=True)
 
@@ -493,7 +493,7 @@ class Tensor:
             copy = copy and out is self
         if dtype is None or dt.as_dtype(dtype) is out.dtype:
             return out.clone() if copy else out
-        return _E.cast(out, dt.as_dtype(dtype))
+        return _elementwise.cast(out, dt.as_dtype(dtype))
 
     def type(self, dtype: Any = None, non_blocking: builtins.bool = False):
         """The legacy type name (``'tensorplay.FloatTensor'``) without an argument; with a
@@ -543,19 +543,19 @@ class Tensor:
         return self.to(dt.bool_)
 
     def new_tensor(self, data: Any, dtype: Any = None) -> Tensor:
-        return _C.tensor(data, dtype=dtype or self.dtype)
+        return _creation.tensor(data, dtype=dtype or self.dtype)
 
     def new_zeros(self, *size: Any, dtype: Any = None) -> Tensor:
-        return _C.zeros(*size, dtype=dtype or self.dtype)
+        return _creation.zeros(*size, dtype=dtype or self.dtype)
 
     def new_ones(self, *size: Any, dtype: Any = None) -> Tensor:
-        return _C.ones(*size, dtype=dtype or self.dtype)
+        return _creation.ones(*size, dtype=dtype or self.dtype)
 
     def new_full(self, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
-        return _C.full(size, fill_value, dtype=dtype or self.dtype)
+        return _creation.full(size, fill_value, dtype=dtype or self.dtype)
 
     def new_empty(self, *size: Any, dtype: Any = None) -> Tensor:
-        return _C.empty(*size, dtype=dtype or self.dtype)
+        return _creation.empty(*size, dtype=dtype or self.dtype)
 
     # -- numpy interop ---------------------------------------------------------------------
     def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
@@ -618,7 +618,7 @@ class Tensor:
     def __iter__(self) -> Iterator[Tensor]:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return iter(_S.unbind(self, 0))
+        return iter(_shape.unbind(self, 0))
 
     def __bool__(self) -> builtins.bool:
         array = self._concrete("bool(tensor)")
@@ -656,94 +656,94 @@ class Tensor:
 
     # -- operators -------------------------------------------------------------------------
     def __add__(self, other):
-        return _E.add(self, other)
+        return _elementwise.add(self, other)
 
     def __radd__(self, other):
-        return _E.add(other, self)
+        return _elementwise.add(other, self)
 
     def __sub__(self, other):
-        return _E.sub(self, other)
+        return _elementwise.sub(self, other)
 
     def __rsub__(self, other):
-        return _E.sub(other, self)
+        return _elementwise.sub(other, self)
 
     def __mul__(self, other):
-        return _E.mul(self, other)
+        return _elementwise.mul(self, other)
 
     def __rmul__(self, other):
-        return _E.mul(other, self)
+        return _elementwise.mul(other, self)
 
     def __truediv__(self, other):
-        return _E.div(self, other)
+        return _elementwise.div(self, other)
 
     def __rtruediv__(self, other):
-        return _E.div(other, self)
+        return _elementwise.div(other, self)
 
     def __floordiv__(self, other):
-        return _E.floor_divide(self, other)
+        return _elementwise.floor_divide(self, other)
 
     def __rfloordiv__(self, other):
-        return _E.floor_divide(other, self)
+        return _elementwise.floor_divide(other, self)
 
     def __mod__(self, other):
-        return _E.remainder(self, other)
+        return _elementwise.remainder(self, other)
 
     def __rmod__(self, other):
-        return _E.remainder(other, self)
+        return _elementwise.remainder(other, self)
 
     def __pow__(self, other):
-        return _E.pow(self, other)
+        return _elementwise.pow(self, other)
 
     def __rpow__(self, other):
-        return _E.pow(other, self)
+        return _elementwise.pow(other, self)
 
     def __matmul__(self, other):
-        return _L.matmul(self, other)
+        return _linalg.matmul(self, other)
 
     def __rmatmul__(self, other):
-        return _L.matmul(other, self)
+        return _linalg.matmul(other, self)
 
     def __neg__(self):
-        return _E.neg(self)
+        return _elementwise.neg(self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _E.abs(self)
+        return _elementwise.abs(self)
 
     def __invert__(self):
-        return _E.bitwise_not(self)
+        return _elementwise.bitwise_not(self)
 
     def __and__(self, other):
-        return _E.bitwise_and(self, other)
+        return _elementwise.bitwise_and(self, other)
 
     def __rand__(self, other):
-        return _E.bitwise_and(other, self)
+        return _elementwise.bitwise_and(other, self)
 
     def __or__(self, other):
-        return _E.bitwise_or(self, other)
+        return _elementwise.bitwise_or(self, other)
 
     def __ror__(self, other):
-        return _E.bitwise_or(other, self)
+        return _elementwise.bitwise_or(other, self)
 
     def __xor__(self, other):
-        return _E.bitwise_xor(self, other)
+        return _elementwise.bitwise_xor(self, other)
 
     def __rxor__(self, other):
-        return _E.bitwise_xor(other, self)
+        return _elementwise.bitwise_xor(other, self)
 
     def __lshift__(self, other):
-        return _E.bitwise_left_shift(self, other)
+        return _elementwise.bitwise_left_shift(self, other)
 
     def __rlshift__(self, other):
-        return _E.bitwise_left_shift(other, self)
+        return _elementwise.bitwise_left_shift(other, self)
 
     def __rshift__(self, other):
-        return _E.bitwise_right_shift(self, other)
+        return _elementwise.bitwise_right_shift(self, other)
 
     def __rrshift__(self, other):
-        return _E.bitwise_right_shift(other, self)
+        return _elementwise.bitwise_right_shift(other, self)
 
     def __ilshift__(self, other):
         return self.bitwise_left_shift_(other)
@@ -752,28 +752,28 @@ class Tensor:
         return self.bitwise_right_shift_(other)
 
     def __eq__(self, other):  # type: ignore[override]
-        return _E.eq(self, other)
+        return _elementwise.eq(self, other)
 
     def __ne__(self, other):  # type: ignore[override]
-        return _E.ne(self, other)
+        return _elementwise.ne(self, other)
 
     def __lt__(self, other):
-        return _E.lt(self, other)
+        return _elementwise.lt(self, other)
 
     def __le__(self, other):
-        return _E.le(self, other)
+        return _elementwise.le(self, other)
 
     def __gt__(self, other):
-        return _E.gt(self, other)
+        return _elementwise.gt(self, other)
 
     def __ge__(self, other):
-        return _E.ge(self, other)
+        return _elementwise.ge(self, other)
 
     def __getitem__(self, key):
-        return _I.getitem(self, key)
+        return _indexing.getitem(self, key)
 
     def __setitem__(self, key, value):
-        self._assign(_I.setitem(self, key, value))
+        self._assign(_indexing.setitem(self, key, value))
 
     # in-place operators rebind the tensor's value (the object stays the same)
     def __iadd__(self, other):
@@ -812,7 +812,7 @@ class Tensor:
                                    f"allow the output views to be modified inplace. You should replace the "
                                    f"inplace operation by an out-of-place one.")
         if value.dtype is not self.dtype:
-            value = _E.cast(value, self.dtype)
+            value = _elementwise.cast(value, self.dtype)
         if value._data is not None and self._data is not None and (
                 type(value._data) is not type(self._data) or value.device != self.device):
             value = value._moved(self.device)  # (a value made on the host: fill_, setitem of a scalar)
@@ -851,42 +851,42 @@ class Tensor:
             info = np.iinfo(d.np_dtype)
             if low < info.min or high - 1 > info.max:
                 raise ValueError(f"random_: [{low}, {high}) is out of bounds for {d.name}")
-        return self._assign(_R.randint(low, high, tuple(self.shape), generator=generator))
+        return self._assign(_random.randint(low, high, tuple(self.shape), generator=generator))
 
     def bernoulli_(self, p: Any = 0.5, *, generator=None) -> Tensor:
         """Fill with 1 with probability ``p`` (a number or a tensor broadcast to this shape)
         and 0 otherwise."""
         if isinstance(p, Tensor):
-            probs = _S.broadcast_to(p.to(dt.float64), tuple(self.shape))
-            return self._assign(_R.bernoulli(probs, generator=generator))
+            probs = _shape.broadcast_to(p.to(dt.float64), tuple(self.shape))
+            return self._assign(_random.bernoulli(probs, generator=generator))
         if not 0 <= p <= 1:
             raise ValueError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
-        return self._assign(_R.bernoulli(_C.zeros(tuple(self.shape), dtype=dt.float64), p, generator=generator))
+        return self._assign(_random.bernoulli(_creation.zeros(tuple(self.shape), dtype=dt.float64), p, generator=generator))
 
     def copy_(self, src: Any, non_blocking: builtins.bool = False) -> Tensor:
-        src = src if isinstance(src, Tensor) else _C.tensor(src)
+        src = src if isinstance(src, Tensor) else _creation.tensor(src)
         from .dialects.tp.errors import ShapeError
 
         try:
             if self._data is not None:  # the destination keeps its device, as in PyTorch
                 src = src.to(self.device)
-            value = _S.broadcast_to(src.to(self.dtype), tuple(self.shape))
+            value = _shape.broadcast_to(src.to(self.dtype), tuple(self.shape))
         except ShapeError:
             raise RuntimeError(f"copy_: in-place update of a tensor of shape {list(self.shape)} from a "
                                f"source of shape {list(src.shape)}, which does not broadcast to it") from None
         return self._assign(value.clone())
 
     def fill_(self, value: Any) -> Tensor:
-        return self._assign(_C.full(tuple(self.shape), value, dtype=self.dtype))
+        return self._assign(_creation.full(tuple(self.shape), value, dtype=self.dtype))
 
     def zero_(self) -> Tensor:
         return self.fill_(0)
 
     def normal_(self, mean: builtins.float = 0.0, std: builtins.float = 1.0, *, generator=None):
-        return self._assign(_R.normal(mean, std, tuple(self.shape), generator=generator, dtype=self.dtype))
+        return self._assign(_random.normal(mean, std, tuple(self.shape), generator=generator, dtype=self.dtype))
 
     def uniform_(self, a: builtins.float = 0.0, b: builtins.float = 1.0, *, generator=None):
-        return self._assign(_R.uniform(a, b, tuple(self.shape), generator=generator, dtype=self.dtype))
+        return self._assign(_random.uniform(a, b, tuple(self.shape), generator=generator, dtype=self.dtype))
 
     def requires_grad_(self, requires_grad: builtins.bool = True) -> Tensor:
         self.requires_grad = requires_grad
@@ -974,10 +974,10 @@ class _LegacyTensorType(type):
     def __call__(cls, *args: Any) -> Tensor:
         name = cls.__name__
         if not args:
-            return _C.zeros(0, dtype=cls.dtype)
+            return _creation.zeros(0, dtype=cls.dtype)
         if builtins.all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, (builtins.bool, np.bool_))
                         for a in args) or (len(args) == 1 and isinstance(args[0], Size)):
-            return _C.zeros(*args, dtype=cls.dtype)
+            return _creation.zeros(*args, dtype=cls.dtype)
         if len(args) != 1:
             raise TypeError(f"{name}(): expected sizes (ints) or one sequence of data, got {len(args)} arguments")
         data = args[0]
@@ -988,7 +988,7 @@ class _LegacyTensorType(type):
             return data
         if not isinstance(data, (list, tuple, np.ndarray)):
             raise TypeError(f"{name}(): data must be a sequence, got {type(data).__name__}")
-        return _C.tensor(data, dtype=cls.dtype)
+        return _creation.tensor(data, dtype=cls.dtype)
 
 
 def _legacy_type(name: str) -> _LegacyTensorType:
@@ -1017,7 +1017,7 @@ BoolTensor = _legacy_type("BoolTensor")
 def _view(self: Tensor, *shape: Any) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)) and _is_dtype_like(shape[0]):
         raise TypeError("view(dtype) reinterpretation is not supported; use .to(dtype)")
-    out = _S.reshape(self, *shape)
+    out = _shape.reshape(self, *shape)
     if type(self._data) is np.ndarray and self._capture is None and self._sym is None and \
             out is not self and out._base_t is None and self.numel() > 1:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
@@ -1026,13 +1026,13 @@ def _view(self: Tensor, *shape: Any) -> Tensor:
 
 
 def _expand(self: Tensor, *sizes: Any) -> Tensor:
-    return _S.expand(self, *sizes)
+    return _shape.expand(self, *sizes)
 
 
 def _where(self: Tensor, condition: Any, other: Any) -> Tensor:
     """``self`` where ``condition`` holds, else ``other`` (the condition comes first in
     ``tp.where``)."""
-    return _E.where(condition, self, other)
+    return _elementwise.where(condition, self, other)
 
 
 def _is_dtype_like(value: Any) -> builtins.bool:
@@ -1044,12 +1044,12 @@ Tensor.expand = _expand
 Tensor.where = _where
 
 # Imported last: these modules import Tensor from here.
-from .ops import creation as _C  # noqa: E402
-from .ops import counting as _CT  # noqa: E402
-from .ops import elementwise as _E  # noqa: E402
-from .ops import indexing as _I  # noqa: E402
-from .ops import linalg as _L  # noqa: E402
-from .ops import random as _R  # noqa: E402
-from .ops import reduction as _RD  # noqa: E402
-from .ops import shape as _S  # noqa: E402
-from .ops import sorting as _SO  # noqa: E402
+from .ops import creation as _creation  # noqa: E402
+from .ops import counting as _counting  # noqa: E402
+from .ops import elementwise as _elementwise  # noqa: E402
+from .ops import indexing as _indexing  # noqa: E402
+from .ops import linalg as _linalg  # noqa: E402
+from .ops import random as _random  # noqa: E402
+from .ops import reduction as _reduction  # noqa: E402
+from .ops import shape as _shape  # noqa: E402
+from .ops import sorting as _sorting  # noqa: E402

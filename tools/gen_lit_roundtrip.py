@@ -4,7 +4,7 @@ source checkout (the op table is test data); ``python -m tensorplay.tools.regen`
 
 from __future__ import annotations
 
-from tensorplay.dialects.tp import mlir as M
+from tensorplay.dialects.tp import mlir
 from tensorplay.dialects.tp.graph import Graph
 
 __all__ = ["render"]
@@ -25,7 +25,7 @@ def render() -> str:
         g = Graph(fn)
         inputs = [None if t is None else g.add_input(t) for t in call.types]
         g.set_outputs(list(g.add(call.op.name, inputs, call.attrs)))
-        text = M.print_module(M.emit(g))
+        text = mlir.print_module(mlir.emit(g))
         body = text.split("\n", 1)[1].rsplit("\n}", 1)[0]  # drop the module wrapper
         op_line = next(line.strip() for line in body.splitlines() if f'"{name}"' in line)
         lines.append(f"// CHECK-LABEL: func.func @{fn}(")

@@ -103,14 +103,14 @@ def _chunks(text: str, split: bool) -> list[_Chunk]:
 
 def _process(chunk: _Chunk, filename: str, args: argparse.Namespace, out: list[str]) -> list[str]:
     """Run one chunk; returns its diagnostics as 'file:line:col: error: msg' strings."""
-    from tensorplay.dialects.tp import mlir as M
+    from tensorplay.dialects.tp import mlir
     from tensorplay.passes import PipelineError, run_pipeline
 
     # Blank lines in front keep line numbers equal to the input file's.
     padded = "\n" * (chunk.first_line - 1) + chunk.text
     try:
-        module = M.parse(padded, filename)
-    except M.DiagnosticError as exc:
+        module = mlir.parse(padded, filename)
+    except mlir.DiagnosticError as exc:
         return [str(d) for d in exc.diagnostics]
     pipeline = ",".join(p for p in ([args.pipeline] if args.pipeline else []) + (args.flag_passes or []))
 
@@ -118,7 +118,7 @@ def _process(chunk: _Chunk, filename: str, args: argparse.Namespace, out: list[s
         if args.mlir_print_ir_after_all or step in args.print_ir_after:
             # as mlir-opt: dumps go to stderr, the result to the output
             sys.stderr.write(f"// -----// IR Dump After {step} //----- //\n"
-                             + M.print_module(mod, debuginfo=args.mlir_print_debuginfo))
+                             + mlir.print_module(mod, debuginfo=args.mlir_print_debuginfo))
 
     if pipeline:
         try:
@@ -127,7 +127,7 @@ def _process(chunk: _Chunk, filename: str, args: argparse.Namespace, out: list[s
             return [_pipeline_diagnostic(str(exc), filename)]
         except ValueError as exc:
             return [f"{filename}: error: {exc}"]
-    out.append(M.print_module(module, debuginfo=args.mlir_print_debuginfo))
+    out.append(mlir.print_module(module, debuginfo=args.mlir_print_debuginfo))
     return []
 
 

@@ -5,7 +5,7 @@ Ops are MLIR operations in the ``tp`` namespace, printed in MLIR's generic form
 """
 
 from . import dtypes
-from .errors import AttributeError_, DimError, DTypeError, OpError, ShapeError, UnknownOpError
+from .errors import OpAttributeError, DimError, DTypeError, OpError, ShapeError, UnknownOpError
 from .registry import REQUIRED, Attr, AttrKind, Op, Operand, all_ops, families, lookup, register
 from .types import TensorType, type_of_array
 
@@ -26,6 +26,6 @@ __all__ = [
     "ShapeError",
     "DimError",
     "DTypeError",
-    "AttributeError_",
+    "OpAttributeError",
     "UnknownOpError",
 ]

@@ -8,7 +8,7 @@ Messages start with the op name.
 
 from __future__ import annotations
 
-__all__ = ["OpError", "ShapeError", "DimError", "DTypeError", "AttributeError_", "UnknownOpError"]
+__all__ = ["OpError", "ShapeError", "DimError", "DTypeError", "OpAttributeError", "UnknownOpError"]
 
 
 class OpError(RuntimeError):
@@ -27,7 +27,7 @@ class DTypeError(OpError, TypeError):
     """An operand dtype the op does not support."""
 
 
-class AttributeError_(OpError, ValueError):
+class OpAttributeError(OpError, ValueError):
     """An attribute is missing, unknown, of the wrong type or out of range."""
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from . import dtypes as dt
 from . import symbolic as sym
-from .errors import AttributeError_, DTypeError, OpError, UnknownOpError
+from .errors import OpAttributeError, DTypeError, OpError, UnknownOpError
 from .types import TensorType, type_of_array
 
 __all__ = [
@@ -105,7 +105,7 @@ class Attr:
         if value is None:
             if self.optional:
                 return None
-            raise AttributeError_(f"{op}: attribute '{self.name}' must not be None")
+            raise OpAttributeError(f"{op}: attribute '{self.name}' must not be None")
         kind = self.kind
         try:
             if kind is AttrKind.INT:
@@ -126,7 +126,7 @@ class Attr:
                 if not isinstance(value, str):
                     raise TypeError
                 if self.choices and value not in self.choices:
-                    raise AttributeError_(
+                    raise OpAttributeError(
                         f"{op}: attribute '{self.name}' must be one of "
                         f"{', '.join(repr(c) for c in self.choices)}, got {value!r}")
                 return value
@@ -146,7 +146,7 @@ class Attr:
         except (TypeError, ValueError) as exc:
             if isinstance(exc, OpError):
                 raise
-            raise AttributeError_(
+            raise OpAttributeError(
                 f"{op}: attribute '{self.name}' expects {self.describe()}, "
                 f"got {value!r} of type {type(value).__name__}") from None
         raise AssertionError(kind)
@@ -247,7 +247,7 @@ class Op:
         unknown = [k for k in attrs if k not in known]
         if unknown:
             valid = ", ".join(sorted(known)) or "none"
-            raise AttributeError_(
+            raise OpAttributeError(
                 f"{self.name}: unknown attribute(s) {', '.join(map(repr, unknown))}; "
                 f"valid attributes: {valid}")
         out: dict[str, Any] = {}
@@ -255,7 +255,7 @@ class Op:
             if a.name in attrs:
                 out[a.name] = a.normalize(self.name, attrs[a.name])
             elif a.default is REQUIRED:
-                raise AttributeError_(f"{self.name}: missing required attribute '{a.name}'")
+                raise OpAttributeError(f"{self.name}: missing required attribute '{a.name}'")
             else:
                 out[a.name] = a.default
         return out

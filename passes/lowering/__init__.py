@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...dialects.ir import ir
-from ...dialects.tp import mlir as M
+from ...dialects.tp import mlir
 from ...dialects.tp import symbolic as sym
 from ...dialects.tp.registry import Op
 from ...dialects.tp.types import TensorType
@@ -57,7 +57,7 @@ class LowerCtx:
             return expr
         if self.sizes is None:
             raise PassFailure(f"{_where(self.op)}: {self.op.name} needs the symbolic size {expr}, but the "
-                              f"function has no '{M.ARG_SHAPES}' attribute binding its symbols")
+                              f"function has no '{mlir.ARG_SHAPES}' attribute binding its symbols")
         return self.sizes.value(expr)
 
     def out_sizes(self, i: int = 0) -> list[ir.Value | int | None]:
@@ -155,8 +155,8 @@ class ConvertTpToLinalg(Pass):
         types: dict[ir.Value, TensorType] = {}
         for arg in block.arguments:
             if isinstance(arg.type, ir.RankedTensorType):
-                types[arg] = M.tensor_type_of(arg.type)
-        arg_types = M.symbolic_arg_types(fn)
+                types[arg] = mlir.tensor_type_of(arg.type)
+        arg_types = mlir.symbolic_arg_types(fn)
         sizes = SizeValues(block, arg_types) if arg_types is not None else None
         sym_types: dict[ir.Value, TensorType] = dict(zip(block.arguments, arg_types or ()))
         # Signless element types for linalg (tp spells uint8 as ui8).
@@ -169,17 +169,17 @@ class ConvertTpToLinalg(Pass):
                 # results of other ops (func.call of a nested region) feed tp ops too
                 for r in op.results:
                     if isinstance(r.type, ir.RankedTensorType):
-                        types[r] = M.tensor_type_of(r.type)
-                if sizes is not None and M.SHAPES in op.attributes:
-                    sym_types.update(zip(op.results, M.symbolic_result_types(op)))
+                        types[r] = mlir.tensor_type_of(r.type)
+                if sizes is not None and mlir.SHAPES in op.attributes:
+                    sym_types.update(zip(op.results, mlir.symbolic_result_types(op)))
                 continue
-            opdef, slots, attrs = M.verify_op(op, types)
+            opdef, slots, attrs = mlir.verify_op(op, types)
             entry = LOWERINGS.get(op.name)
             if entry is None:
                 raise PassFailure(f"{_where(op)}: {op.name} has no lowering to linalg")
             in_types = [None if s is None else types[s] for s in slots]
-            out_types = [M.tensor_type_of(r.type) for r in op.results]
-            sym_out = M.symbolic_result_types(op) if sizes is not None else None
+            out_types = [mlir.tensor_type_of(r.type) for r in op.results]
+            sym_out = mlir.symbolic_result_types(op) if sizes is not None else None
             sym_in = [None if s is None else sym_types.get(s, types[s]) for s in slots] if sizes is not None else None
             ctx = LowerCtx(op, opdef, attrs, list(slots), in_types, out_types, sym_in, sym_out, sizes)
             try:
@@ -199,8 +199,8 @@ class ConvertTpToLinalg(Pass):
                 old.replace_all_uses_with(value)
             op.erase()
         self._retype_signature(fn, block)
-        if M.ARG_SHAPES in fn.attributes:
-            del fn.attributes[M.ARG_SHAPES]
+        if mlir.ARG_SHAPES in fn.attributes:
+            del fn.attributes[mlir.ARG_SHAPES]
 
     @staticmethod
     def _retype_signature(fn: ir.Operation, block: ir.Block) -> None:
@@ -520,7 +520,7 @@ def _fence(fn: ir.Operation, fenced: Callable[[ir.Operation], bool]) -> None:
 
 
 def _where(op: ir.Operation) -> str:
-    return M.loc_text(op.location, "<unknown>")
+    return mlir.loc_text(op.location, "<unknown>")
 
 
 register_pipeline("tp-to-linalg", "tp-optimize,convert-tp-to-linalg,canonicalize,cse",

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...dialects.ir import arith, ir, linalg, math
 from ...dialects.tp import dtypes as dt
-from ...dialects.tp import mlir as M
+from ...dialects.tp import mlir
 from ...dialects.tp import symbolic as sym
 from . import LowerCtx, lowers
 from ._builder import cast_scalar, const_scalar, elem_type, empty, loop_index, parallel, ranked, size_scalar
@@ -23,7 +23,7 @@ def _constant(ctx: LowerCtx) -> list[ir.Value]:
         value = value.view(np.int8)
         attr = ir.DenseElementsAttr.get(np.ascontiguousarray(value), type=ranked(out))
     else:
-        attr = M.dense_attr(value)
+        attr = mlir.dense_attr(value)
     return [arith.ConstantOp(ranked(out), attr).result]
 
 

@@ -95,13 +95,13 @@ def _link(name: str, entries: Sequence[TracedEntry], prepared: Sequence[Widened]
     module (``lowered``: its text with and without locations, each function's types): the
     readable module, the signatures, the module info, the parameter archive and the compile
     input."""
-    from ..dialects import ir as I
+    from ..dialects import ir as mlir_ir
 
     text, readable, types = lowered
 
     def string(s: str) -> str:
         """``s`` as an MLIR string literal (quoted, escaped)."""
-        return str(I.ir.StringAttr.get(s))
+        return str(mlir_ir.ir.StringAttr.get(s))
 
     global_types, wire = _global_types(entries, prepared, types)
     archive: dict[str, np.ndarray] = {}
@@ -163,10 +163,10 @@ def unique_weights(entries: Sequence[TracedEntry]) -> list[Weight]:
 def _lowered(module: Any, entries: Sequence[TracedEntry]) -> tuple[str, str, dict[str, tuple[list[str], list[str]]]]:
     """The lowered module of the entry graphs with their implementations made private: its
     text with and without locations, and each function's (argument, result) types."""
-    from ..dialects import ir as I
-    from ..dialects.tp import mlir as M
+    from ..dialects import ir as mlir_ir
+    from ..dialects.tp import mlir
 
-    ir = I.ir
+    ir = mlir_ir.ir
     impls = {e.impl_name for e in entries}
     types: dict[str, tuple[list[str], list[str]]] = {}
     for op in module.body.operations:
@@ -178,7 +178,7 @@ def _lowered(module: Any, entries: Sequence[TracedEntry]) -> tuple[str, str, dic
         types[sym] = ([str(t) for t in ftype.inputs], [str(t) for t in ftype.results])
         if sym in impls:
             fn.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    return M.print_module(module, debuginfo=True), M.print_module(module), types
+    return mlir.print_module(module, debuginfo=True), mlir.print_module(module), types
 
 
 def _global_types(entries: Sequence[TracedEntry], prepared: Sequence[Widened],

@@ -70,9 +70,9 @@ class ExportedProgram:
     def tp_mlir(self) -> str:
         """The entry points as tp dialect MLIR: one ``<entry>_impl`` function each, taking the
         call's tensors and then the weights it reads."""
-        from ..dialects.tp import mlir as M
+        from ..dialects.tp import mlir
 
-        return M.print_module(M.emit(self.graphs))
+        return mlir.print_module(mlir.emit(self.graphs))
 
     @property
     def lowered_mlir(self) -> str:

@@ -17,14 +17,14 @@ from .._grad_mode import no_grad
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import DTypeError, OpError, ShapeError
-from ..ops import conv as CV
-from ..ops import creation as C
-from ..ops import elementwise as E
-from ..ops import indexing as I
-from ..ops import linalg as L
-from ..ops import random as RND
-from ..ops import reduction as R
-from ..ops import shape as S
+from ..ops import conv
+from ..ops import creation
+from ..ops import elementwise
+from ..ops import indexing
+from ..ops import linalg
+from ..ops import random
+from ..ops import reduction as reduction_ops
+from ..ops import shape as shape_ops
 from ..ops import _public
 from ..ops._helpers import as_tensor_arg, sqrt_zero_grad, tracking
 from .. import _views
@@ -65,20 +65,20 @@ def _operand(input: Tensor, op: str, inplace: bool) -> Tensor:
     result is written into (PyTorch's single-kernel ``elu_`` has no such inner ops, and its
     gradient works; without the clone the rules of the inner ops would see it changed)."""
     x = _t(input, op)
-    return E.clone(x) if inplace and tracking(x) else x
+    return elementwise.clone(x) if inplace and tracking(x) else x
 
 
 def _opmath(x: Tensor) -> Tensor:
     """``x`` in the dtype its arithmetic runs in (``DType.computes_in``: float32 for half
     types, rounded once at the end, as PyTorch's CPU kernels do)."""
     work = x.dtype.computes_in
-    return E.cast(x, work) if work is not x.dtype else x
+    return elementwise.cast(x, work) if work is not x.dtype else x
 
 
 # --- activations -----------------------------------------------------------------------------
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, E.relu(input), inplace)
+    return _inplace(input, elementwise.relu(input), inplace)
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -100,20 +100,20 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    return E.sigmoid(input)
+    return elementwise.sigmoid(input)
 
 
 def tanh(input: Tensor) -> Tensor:
-    return E.tanh(input)
+    return elementwise.tanh(input)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    out = E.clamp(input, min_val, max_val)
+    out = elementwise.clamp(input, min_val, max_val)
     if tracking(input):  # PyTorch's gradient: zero at the bounds too (clamp's passes there)
-        inside = E.logical_and(E.gt(input, min_val), E.lt(input, max_val))
-        out = E.where(inside, input, out.detach())
+        inside = elementwise.logical_and(elementwise.gt(input, min_val), elementwise.lt(input, max_val))
+        out = elementwise.where(inside, input, out.detach())
     return _inplace(input, out, inplace)
 
 
@@ -123,14 +123,14 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 
 def _rounded(input: Tensor, out: Tensor) -> Tensor:
     """``out`` (computed in float32 for half inputs) back in the input's dtype."""
-    return E.cast(out, input.dtype) if out.dtype is not input.dtype else out
+    return elementwise.cast(out, input.dtype) if out.dtype is not input.dtype else out
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
     x = _operand(input, "elu", inplace)
     y = _opmath(x)
-    out = E.where(E.gt(y, 0), y, E.mul(E.expm1(E.clamp(y, None, 0.0)), alpha))
+    out = elementwise.where(elementwise.gt(y, 0), y, elementwise.mul(elementwise.expm1(elementwise.clamp(y, None, 0.0)), alpha))
     return _inplace(input, _rounded(x, out), inplace)
 
 
@@ -138,8 +138,8 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     x = _operand(input, "celu", inplace)
     y = _opmath(x)
-    neg = E.mul(E.expm1(E.div(E.clamp(y, None, 0.0), alpha)), alpha)
-    return _inplace(input, _rounded(x, E.where(E.gt(y, 0), y, neg)), inplace)
+    neg = elementwise.mul(elementwise.expm1(elementwise.div(elementwise.clamp(y, None, 0.0), alpha)), alpha)
+    return _inplace(input, _rounded(x, elementwise.where(elementwise.gt(y, 0), y, neg)), inplace)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -149,7 +149,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 @_public.public
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     x = _operand(input, "selu", inplace)
-    out = _rounded(x, E.mul(elu(_opmath(x), _SELU_ALPHA), _SELU_SCALE))
+    out = _rounded(x, elementwise.mul(elu(_opmath(x), _SELU_ALPHA), _SELU_SCALE))
     return _inplace(input, out, inplace)
 
 
@@ -158,45 +158,45 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
     x = _t(input, "softplus")
     y = _opmath(x)
-    by = E.mul(y, beta)
-    smooth = E.div(E.log1p(E.exp(E.minimum(by, threshold))), beta)
-    return _rounded(x, E.where(E.gt(by, threshold), y, smooth))
+    by = elementwise.mul(y, beta)
+    smooth = elementwise.div(elementwise.log1p(elementwise.exp(elementwise.minimum(by, threshold))), beta)
+    return _rounded(x, elementwise.where(elementwise.gt(by, threshold), y, smooth))
 
 
 def softsign(input: Tensor) -> Tensor:
-    return E.div(input, E.add(E.abs(input), 1))
+    return elementwise.div(input, elementwise.add(elementwise.abs(input), 1))
 
 
 def logsigmoid(input: Tensor) -> Tensor:
     """``log(sigmoid(x))`` computed without overflow: ``min(x, 0) - log1p(exp(-|x|))``."""
     x = _t(input, "logsigmoid")
     y = _opmath(x)
-    return _rounded(x, E.sub(E.minimum(y, 0), E.log1p(E.exp(E.neg(E.abs(y))))))
+    return _rounded(x, elementwise.sub(elementwise.minimum(y, 0), elementwise.log1p(elementwise.exp(elementwise.neg(elementwise.abs(y))))))
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, E.div(E.clamp(E.add(input, 3), 0, 6), 6), inplace)
+    return _inplace(input, elementwise.div(elementwise.clamp(elementwise.add(input, 3), 0, 6), 6), inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
-    return _inplace(input, E.mul(input, E.div(E.clamp(E.add(input, 3), 0, 6), 6)), inplace)
+    return _inplace(input, elementwise.mul(input, elementwise.div(elementwise.clamp(elementwise.add(input, 3), 0, 6), 6)), inplace)
 
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     x = _t(input, "mish")
     y = _opmath(x)
-    return _inplace(input, _rounded(x, E.mul(y, E.tanh(softplus(y)))), inplace)
+    return _inplace(input, _rounded(x, elementwise.mul(y, elementwise.tanh(softplus(y)))), inplace)
 
 
 def tanhshrink(input: Tensor) -> Tensor:
-    return E.sub(input, E.tanh(input))
+    return elementwise.sub(input, elementwise.tanh(input))
 
 
 @_public.public
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``x`` where ``x > threshold``, else ``value``."""
     x = _t(input, "threshold")
-    return _inplace(input, E.where(E.gt(x, threshold), x, C.full_like(x, value)), inplace)
+    return _inplace(input, elementwise.where(elementwise.gt(x, threshold), x, creation.full_like(x, value)), inplace)
 
 
 _threshold = threshold
@@ -236,8 +236,8 @@ def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Ten
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """``x`` where ``|x| > lambd``, else 0."""
     x = _t(input, "hardshrink")
-    keep = E.logical_or(E.gt(x, lambd), E.lt(x, -lambd))
-    return E.where(keep, x, C.zeros((), dtype=x.dtype))
+    keep = elementwise.logical_or(elementwise.gt(x, lambd), elementwise.lt(x, -lambd))
+    return elementwise.where(keep, x, creation.zeros((), dtype=x.dtype))
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -245,8 +245,8 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     x = _t(input, "softshrink")
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be greater or equal to 0, but got {lambd}")
-    zero = C.zeros((), dtype=x.dtype)
-    return E.where(E.gt(x, lambd), E.sub(x, lambd), E.where(E.lt(x, -lambd), E.add(x, lambd), zero))
+    zero = creation.zeros((), dtype=x.dtype)
+    return elementwise.where(elementwise.gt(x, lambd), elementwise.sub(x, lambd), elementwise.where(elementwise.lt(x, -lambd), elementwise.add(x, lambd), zero))
 
 
 @_public.public
@@ -269,10 +269,10 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
             raise ShapeError(f"prelu: the weight has {w.numel()} elements but the input has "
                              f"{channels} channels (dim 1 of input of size {list(x.shape)})")
         if x.ndim > 1:
-            w = S.reshape(w, _channel_shape(x))
+            w = shape_ops.reshape(w, _channel_shape(x))
     else:
-        w = S.reshape(w, ())
-    return E.where(E.gt(x, 0), x, E.mul(w, x))
+        w = shape_ops.reshape(w, ())
+    return elementwise.where(elementwise.gt(x, 0), x, elementwise.mul(w, x))
 
 
 @_public.public
@@ -287,11 +287,11 @@ def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, trainin
         raise ValueError(f"rrelu: lower bound must be less than or equal to upper bound, got "
                          f"lower={lower} and upper={upper}")
     if not training:
-        out = E.where(E.gt(x, 0), x, E.mul(x, (lower + upper) / 2))
+        out = elementwise.where(elementwise.gt(x, 0), x, elementwise.mul(x, (lower + upper) / 2))
         return _inplace(input, out, inplace)
-    u = RND.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=C._device_like(x, None))
-    slope = E.cast(E.add(E.mul(u, upper - lower), lower), x.dtype)
-    return _inplace(input, E.where(E.gt(x, 0), x, E.mul(x, slope)), inplace)
+    u = random.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=creation._device_like(x, None))
+    slope = elementwise.cast(elementwise.add(elementwise.mul(u, upper - lower), lower), x.dtype)
+    return _inplace(input, elementwise.where(elementwise.gt(x, 0), x, elementwise.mul(x, slope)), inplace)
 
 
 def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
@@ -310,14 +310,14 @@ def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: fl
         raise DTypeError(f"gumbel_softmax: expected floating point logits, got {x.dtype.name}")
     if eps != 1e-10:
         warnings.warn("gumbel_softmax: `eps` parameter is deprecated and has no effect.", stacklevel=2)
-    u = RND.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=C._device_like(x, None))
-    exponential = E.clamp(E.neg(E.log1p(E.neg(u))), min=1e-30)  # Exp(1), never 0
-    gumbels = E.cast(E.neg(E.log(exponential)), x.dtype)
-    y = R.softmax(E.div(E.add(x, gumbels), tau), dim)
+    u = random.rand(tuple(x.shape), dtype=x.dtype.computes_in, device=creation._device_like(x, None))
+    exponential = elementwise.clamp(elementwise.neg(elementwise.log1p(elementwise.neg(u))), min=1e-30)  # Exp(1), never 0
+    gumbels = elementwise.cast(elementwise.neg(elementwise.log(exponential)), x.dtype)
+    y = reduction_ops.softmax(elementwise.div(elementwise.add(x, gumbels), tau), dim)
     if not hard:
         return y
-    one_hot_max = I.scatter(C.zeros_like(y), dim, R.argmax(y, dim, keepdim=True), value=1.0)
-    return E.add(E.sub(one_hot_max, y.detach()), y)
+    one_hot_max = indexing.scatter(creation.zeros_like(y), dim, reduction_ops.argmax(y, dim, keepdim=True), value=1.0)
+    return elementwise.add(elementwise.sub(one_hot_max, y.detach()), y)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -328,8 +328,8 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     if x.shape[dim] % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim % x.ndim} is size "
                            f"{x.shape[dim]}")
-    a, b = S.chunk(x, 2, dim)
-    return E.mul(a, E.sigmoid(b))
+    a, b = shape_ops.chunk(x, 2, dim)
+    return elementwise.mul(a, elementwise.sigmoid(b))
 
 
 def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
@@ -342,19 +342,19 @@ def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
 
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     x = _t(input, "softmax")
-    return R.softmax(x, _softmax_dim("softmax", x.ndim, dim), dtype=dtype)
+    return reduction_ops.softmax(x, _softmax_dim("softmax", x.ndim, dim), dtype=dtype)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     x = _t(input, "log_softmax")
-    return R.log_softmax(x, _softmax_dim("log_softmax", x.ndim, dim), dtype=dtype)
+    return reduction_ops.log_softmax(x, _softmax_dim("log_softmax", x.ndim, dim), dtype=dtype)
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     x = _t(input, "softmin")
     if dtype is not None:
-        x = E.cast(x, dtype)
-    return R.softmax(E.neg(x), _softmax_dim("softmin", x.ndim, dim))
+        x = elementwise.cast(x, dtype)
+    return reduction_ops.softmax(elementwise.neg(x), _softmax_dim("softmin", x.ndim, dim))
 
 
 # --- normalization ---------------------------------------------------------------------------
@@ -375,10 +375,10 @@ def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
         eps = float(ml_dtypes.finfo(x.dtype.np_dtype).eps)
     y = _opmath(x)
     dims = tuple(range(x.ndim - len(shape), x.ndim))
-    out = E.mul(y, E.rsqrt(E.add(R.mean(E.mul(y, y), dims, keepdim=True), eps)))
+    out = elementwise.mul(y, elementwise.rsqrt(elementwise.add(reduction_ops.mean(elementwise.mul(y, y), dims, keepdim=True), eps)))
     if weight is not None:
-        out = E.mul(out, _opmath(weight))
-    return E.cast(out, x.dtype)
+        out = elementwise.mul(out, _opmath(weight))
+    return elementwise.cast(out, x.dtype)
 
 
 def _channel_shape(x: Tensor) -> tuple[int, ...]:
@@ -398,16 +398,16 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     if c % num_groups:
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
                            f"but got input of shape {list(x.shape)} and num_groups={num_groups}")
-    y = S.reshape(_opmath(x), (n, num_groups, -1))
-    mean = R.mean(y, -1, keepdim=True)
-    centered = E.sub(y, mean)
-    var = R.mean(E.mul(centered, centered), -1, keepdim=True)
-    out = S.reshape(E.mul(centered, E.rsqrt(E.add(var, eps))), tuple(x.shape))
+    y = shape_ops.reshape(_opmath(x), (n, num_groups, -1))
+    mean = reduction_ops.mean(y, -1, keepdim=True)
+    centered = elementwise.sub(y, mean)
+    var = reduction_ops.mean(elementwise.mul(centered, centered), -1, keepdim=True)
+    out = shape_ops.reshape(elementwise.mul(centered, elementwise.rsqrt(elementwise.add(var, eps))), tuple(x.shape))
     if weight is not None:
-        out = E.mul(out, S.reshape(_opmath(weight), _channel_shape(x)))
+        out = elementwise.mul(out, shape_ops.reshape(_opmath(weight), _channel_shape(x)))
     if bias is not None:
-        out = E.add(out, S.reshape(_opmath(bias), _channel_shape(x)))
-    return E.cast(out, x.dtype)
+        out = elementwise.add(out, shape_ops.reshape(_opmath(bias), _channel_shape(x)))
+    return elementwise.cast(out, x.dtype)
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -426,49 +426,49 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         if count <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.shape}")
-        mean = R.mean(y, dims, keepdim=True)
-        centered = E.sub(y, mean)
-        var = R.mean(E.mul(centered, centered), dims, keepdim=True)
+        mean = reduction_ops.mean(y, dims, keepdim=True)
+        centered = elementwise.sub(y, mean)
+        var = reduction_ops.mean(elementwise.mul(centered, centered), dims, keepdim=True)
         if running_mean is not None:
             with no_grad():
-                new = E.add(E.mul(running_mean, 1 - momentum), E.mul(S.reshape(mean, (-1,)), momentum))
+                new = elementwise.add(elementwise.mul(running_mean, 1 - momentum), elementwise.mul(shape_ops.reshape(mean, (-1,)), momentum))
                 running_mean._assign(new)
         if running_var is not None:
             with no_grad():
-                unbiased = E.mul(S.reshape(var, (-1,)), count / (count - 1))
-                running_var._assign(E.add(E.mul(running_var, 1 - momentum), E.mul(unbiased, momentum)))
+                unbiased = elementwise.mul(shape_ops.reshape(var, (-1,)), count / (count - 1))
+                running_var._assign(elementwise.add(elementwise.mul(running_var, 1 - momentum), elementwise.mul(unbiased, momentum)))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("batch_norm: running_mean and running_var must be given when not "
                                "training")
-        mean = S.reshape(_opmath(running_mean), cshape)
-        var = S.reshape(_opmath(running_var), cshape)
-        centered = E.sub(y, mean)
-    out = E.mul(centered, E.rsqrt(E.add(var, eps)))
+        mean = shape_ops.reshape(_opmath(running_mean), cshape)
+        var = shape_ops.reshape(_opmath(running_var), cshape)
+        centered = elementwise.sub(y, mean)
+    out = elementwise.mul(centered, elementwise.rsqrt(elementwise.add(var, eps)))
     if weight is not None:
-        out = E.mul(out, S.reshape(_opmath(weight), cshape))
+        out = elementwise.mul(out, shape_ops.reshape(_opmath(weight), cshape))
     if bias is not None:
-        out = E.add(out, S.reshape(_opmath(bias), cshape))
-    return E.cast(out, x.dtype)
+        out = elementwise.add(out, shape_ops.reshape(_opmath(bias), cshape))
+    return elementwise.cast(out, x.dtype)
 
 
 def _p_norm(x: Tensor, p: float, dim: Any, keepdim: bool) -> Tensor:
     if p == math.inf:
-        return R.amax(E.abs(x), dim, keepdim)
+        return reduction_ops.amax(elementwise.abs(x), dim, keepdim)
     if p == -math.inf:
-        return R.amin(E.abs(x), dim, keepdim)
+        return reduction_ops.amin(elementwise.abs(x), dim, keepdim)
     if p == 2:
-        return sqrt_zero_grad(R.sum(E.mul(x, x), dim, keepdim))
+        return sqrt_zero_grad(reduction_ops.sum(elementwise.mul(x, x), dim, keepdim))
     if p == 1:
-        return R.sum(E.abs(x), dim, keepdim)
-    return E.pow(R.sum(E.pow(E.abs(x), p), dim, keepdim), 1.0 / p)
+        return reduction_ops.sum(elementwise.abs(x), dim, keepdim)
+    return elementwise.pow(reduction_ops.sum(elementwise.pow(elementwise.abs(x), p), dim, keepdim), 1.0 / p)
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
               out: Tensor | None = None) -> Tensor:
     """``input / max(||input||_p, eps)`` along ``dim``."""
     x = _t(input, "normalize")
-    result = E.div(x, E.clamp(_p_norm(x, p, dim, True), min=eps))
+    result = elementwise.div(x, elementwise.clamp(_p_norm(x, p, dim, True), min=eps))
     if out is not None:
         return out.copy_(result)
     return result
@@ -481,14 +481,14 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` over any leading dims of ``input``."""
     x = _t(input, "linear")
     w = _t(weight, "linear", "weight")
-    wt = S.t(w) if w.ndim == 2 else w
+    wt = shape_ops.t(w) if w.ndim == 2 else w
     if bias is not None and x.dtype == w.dtype == bias.dtype and x.dtype.computes_in != x.dtype:
         # half types: the product and the bias add in float32, rounded once (PyTorch's addmm)
         wide = x.dtype.computes_in
-        return E.add(L.matmul(x.to(wide), wt.to(wide)), bias.to(wide)).to(x.dtype)
-    out = L.matmul(x, wt)
+        return elementwise.add(linalg.matmul(x.to(wide), wt.to(wide)), bias.to(wide)).to(x.dtype)
+    out = linalg.matmul(x, wt)
     if bias is not None:
-        out = E.add(out, bias)
+        out = elementwise.add(out, bias)
     return out
 
 
@@ -496,11 +496,11 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     """``y_k = x1 @ weight[k] @ x2 + bias_k`` for weight of shape (out, in1, in2)."""
     a, b = _t(input1, "bilinear"), _t(input2, "bilinear", "input2")
     lead = tuple(a.shape[:-1])
-    a2 = S.reshape(a, (-1, 1, 1, a.shape[-1]))  # (N, 1, 1, in1)
-    b2 = S.reshape(b, (-1, 1, b.shape[-1], 1))  # (N, 1, in2, 1)
-    out = S.reshape(L.matmul(L.matmul(a2, S.unsqueeze(weight, 0)), b2), lead + (weight.shape[0],))
+    a2 = shape_ops.reshape(a, (-1, 1, 1, a.shape[-1]))  # (N, 1, 1, in1)
+    b2 = shape_ops.reshape(b, (-1, 1, b.shape[-1], 1))  # (N, 1, in2, 1)
+    out = shape_ops.reshape(linalg.matmul(linalg.matmul(a2, shape_ops.unsqueeze(weight, 0)), b2), lead + (weight.shape[0],))
     if bias is not None:
-        out = E.add(out, bias)
+        out = elementwise.add(out, bias)
     return out
 
 
@@ -534,25 +534,25 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
             assert padding_idx < num, "Padding_idx must be within num_embeddings"
         elif padding_idx < 0:
             assert padding_idx >= -num, "Padding_idx must be within num_embeddings"
-    flat = S.reshape(idx, (-1,))
-    if _is_concrete(idx) and flat.numel() and bool(R.any(E.logical_or(E.lt(flat, 0), E.ge(flat, num)))):
+    flat = shape_ops.reshape(idx, (-1,))
+    if _is_concrete(idx) and flat.numel() and bool(reduction_ops.any(elementwise.logical_or(elementwise.lt(flat, 0), elementwise.ge(flat, num)))):
         raise IndexError("embedding: index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, flat, max_norm, norm_type)
-    rows = I.index_select(weight, 0, flat)
+    rows = indexing.index_select(weight, 0, flat)
     if padding_idx is not None and tracking(weight):  # the padding row gets no gradient, as PyTorch
         pad = padding_idx % num
-        rows = E.where(S.unsqueeze(E.eq(flat, pad), 1), rows.detach(), rows)
-    return S.reshape(rows, tuple(idx.shape) + (weight.shape[1],))
+        rows = elementwise.where(shape_ops.unsqueeze(elementwise.eq(flat, pad), 1), rows.detach(), rows)
+    return shape_ops.reshape(rows, tuple(idx.shape) + (weight.shape[1],))
 
 
 def _embedding_renorm_(weight: Tensor, flat: Tensor, max_norm: float, norm_type: float) -> None:
     with no_grad():
-        used = E.gt(R.sum(one_hot(E.cast(flat, dt.int64), weight.shape[0]), 0), 0)
+        used = elementwise.gt(reduction_ops.sum(one_hot(elementwise.cast(flat, dt.int64), weight.shape[0]), 0), 0)
         norms = _p_norm(_opmath(weight), norm_type, 1, True)
-        scale = E.div(max_norm, E.add(norms, 1e-7))
-        shrink = E.logical_and(S.unsqueeze(used, 1), E.gt(norms, max_norm))
-        weight._assign(E.where(shrink, E.mul(weight, scale), weight))
+        scale = elementwise.div(max_norm, elementwise.add(norms, 1e-7))
+        shrink = elementwise.logical_and(shape_ops.unsqueeze(used, 1), elementwise.gt(norms, max_norm))
+        weight._assign(elementwise.where(shrink, elementwise.mul(weight, scale), weight))
 
 
 def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
@@ -602,47 +602,47 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         if tuple(psw.shape) != tuple(idx.shape):
             raise ShapeError(f"embedding_bag: per_sample_weights must have the shape of input "
                              f"{tuple(idx.shape)}, got {tuple(psw.shape)}")
-    flat = S.reshape(idx, (-1,))
-    if _is_concrete(idx) and flat.numel() and bool(R.any(E.logical_or(E.lt(flat, 0), E.ge(flat, num)))):
+    flat = shape_ops.reshape(idx, (-1,))
+    if _is_concrete(idx) and flat.numel() and bool(reduction_ops.any(elementwise.logical_or(elementwise.lt(flat, 0), elementwise.ge(flat, num)))):
         raise IndexError("embedding_bag: index out of range in self")
     if max_norm is not None:
         _embedding_renorm_(weight, flat, max_norm, norm_type)
     work = weight.dtype.computes_in
-    rows = _opmath(I.index_select(weight, 0, flat))  # (n, D)
-    keep = None if padding_idx is None else E.ne(flat, padding_idx)
-    scale = None if keep is None else E.cast(keep, work)
+    rows = _opmath(indexing.index_select(weight, 0, flat))  # (n, D)
+    keep = None if padding_idx is None else elementwise.ne(flat, padding_idx)
+    scale = None if keep is None else elementwise.cast(keep, work)
     if psw is not None:
-        w = E.cast(S.reshape(psw, (-1,)), work)
-        scale = w if scale is None else E.mul(scale, w)
+        w = elementwise.cast(shape_ops.reshape(psw, (-1,)), work)
+        scale = w if scale is None else elementwise.mul(scale, w)
     if idx.ndim == 2:
         bags, length = idx.shape
         out = _fixed_bags(rows, keep, scale, mode, bags, length, dim, work)
     else:
         out = _offset_bags(rows, keep, scale, mode, flat, offsets, include_last_offset, dim, work)
-    return E.cast(out, weight.dtype)
+    return elementwise.cast(out, weight.dtype)
 
 
 def _fixed_bags(rows: Tensor, keep: Tensor | None, scale: Tensor | None, mode: str, bags: Any,
                 length: Any, dim: int, work: dt.DType) -> Tensor:
     """embedding_bag of B bags of N indices each: reductions over dim 1 of (B, N, D)."""
     if length == 0:
-        return C.zeros((bags, dim), dtype=work, device=C._device_like(rows, None))
-    rows = S.reshape(rows, (bags, length, dim))
+        return creation.zeros((bags, dim), dtype=work, device=creation._device_like(rows, None))
+    rows = shape_ops.reshape(rows, (bags, length, dim))
     if mode == "max":
         if keep is None:
-            return R.amax(rows, 1)
-        keep = S.reshape(keep, (bags, length, 1))
-        best = R.amax(I.masked_fill(rows, E.logical_not(keep), -math.inf), 1)
-        return E.where(R.any(keep, 1), best, C.zeros((), dtype=work))
+            return reduction_ops.amax(rows, 1)
+        keep = shape_ops.reshape(keep, (bags, length, 1))
+        best = reduction_ops.amax(indexing.masked_fill(rows, elementwise.logical_not(keep), -math.inf), 1)
+        return elementwise.where(reduction_ops.any(keep, 1), best, creation.zeros((), dtype=work))
     if scale is not None:
-        rows = E.mul(rows, S.reshape(scale, (bags, length, 1)))
-    total = R.sum(rows, 1)
+        rows = elementwise.mul(rows, shape_ops.reshape(scale, (bags, length, 1)))
+    total = reduction_ops.sum(rows, 1)
     if mode == "sum":
         return total
     if keep is None:
-        return E.div(total, length)
-    count = R.sum(E.cast(S.reshape(keep, (bags, length, 1)), work), 1)
-    return E.div(total, E.clamp(count, 1.0))
+        return elementwise.div(total, length)
+    count = reduction_ops.sum(elementwise.cast(shape_ops.reshape(keep, (bags, length, 1)), work), 1)
+    return elementwise.div(total, elementwise.clamp(count, 1.0))
 
 
 def _offset_bags(rows: Tensor, keep: Tensor | None, scale: Tensor | None, mode: str, flat: Tensor,
@@ -657,36 +657,36 @@ def _offset_bags(rows: Tensor, keep: Tensor | None, scale: Tensor | None, mode: 
     if _is_concrete(offsets) and offsets.shape[0] and int(offsets[0]) != 0:
         raise ValueError(f"embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the "
                          f"mini-batch has to start from position 0; got {int(offsets[0])}")
-    device = C._device_like(rows, None)
+    device = creation._device_like(rows, None)
     if bags == 0 or n == 0:
-        return C.zeros((bags, dim), dtype=work, device=device)
-    offsets = E.cast(offsets, dt.int64)
-    starts = S.narrow(offsets, 0, 0, bags)
-    pos = C.arange(n, device=device)
-    bag = E.sub(R.sum(E.cast(E.le(S.unsqueeze(starts, 0), S.unsqueeze(pos, 1)), dt.int64), 1), 1)
+        return creation.zeros((bags, dim), dtype=work, device=device)
+    offsets = elementwise.cast(offsets, dt.int64)
+    starts = shape_ops.narrow(offsets, 0, 0, bags)
+    pos = creation.arange(n, device=device)
+    bag = elementwise.sub(reduction_ops.sum(elementwise.cast(elementwise.le(shape_ops.unsqueeze(starts, 0), shape_ops.unsqueeze(pos, 1)), dt.int64), 1), 1)
     inside = None
     if include_last_offset:  # indices at or past the last offset belong to no bag
-        inside = E.lt(pos, S.narrow(offsets, 0, bags, 1))
-        keep = inside if keep is None else E.logical_and(keep, inside)
-        scale = E.cast(inside, work) if scale is None else E.mul(scale, E.cast(inside, work))
-    bag = E.clamp(bag, 0, bags - 1)
+        inside = elementwise.lt(pos, shape_ops.narrow(offsets, 0, bags, 1))
+        keep = inside if keep is None else elementwise.logical_and(keep, inside)
+        scale = elementwise.cast(inside, work) if scale is None else elementwise.mul(scale, elementwise.cast(inside, work))
+    bag = elementwise.clamp(bag, 0, bags - 1)
     if mode == "max":
-        member = E.eq(S.unsqueeze(bag, 0), S.unsqueeze(C.arange(bags, device=device), 1))  # (B, n)
+        member = elementwise.eq(shape_ops.unsqueeze(bag, 0), shape_ops.unsqueeze(creation.arange(bags, device=device), 1))  # (B, n)
         if keep is not None:
-            member = E.logical_and(member, S.unsqueeze(keep, 0))
-        member = S.unsqueeze(member, -1)
-        best = R.amax(I.masked_fill(S.expand(S.unsqueeze(rows, 0), (bags, n, dim)),
-                                    E.logical_not(member), -math.inf), 1)
-        return E.where(R.any(member, 1), best, C.zeros((), dtype=work))
+            member = elementwise.logical_and(member, shape_ops.unsqueeze(keep, 0))
+        member = shape_ops.unsqueeze(member, -1)
+        best = reduction_ops.amax(indexing.masked_fill(shape_ops.expand(shape_ops.unsqueeze(rows, 0), (bags, n, dim)),
+                                    elementwise.logical_not(member), -math.inf), 1)
+        return elementwise.where(reduction_ops.any(member, 1), best, creation.zeros((), dtype=work))
     if scale is not None:
-        rows = E.mul(rows, S.unsqueeze(scale, 1))
-    index = S.expand(S.unsqueeze(bag, 1), (n, dim))
-    total = I.scatter_add(C.zeros((bags, dim), dtype=work, device=device), 0, index, rows)
+        rows = elementwise.mul(rows, shape_ops.unsqueeze(scale, 1))
+    index = shape_ops.expand(shape_ops.unsqueeze(bag, 1), (n, dim))
+    total = indexing.scatter_add(creation.zeros((bags, dim), dtype=work, device=device), 0, index, rows)
     if mode == "sum":
         return total
-    ones = C.ones((n,), dtype=work, device=device) if keep is None else E.cast(keep, work)
-    count = I.scatter_add(C.zeros((bags,), dtype=work, device=device), 0, bag, ones)
-    return E.div(total, S.unsqueeze(E.clamp(count, 1.0), 1))
+    ones = creation.ones((n,), dtype=work, device=device) if keep is None else elementwise.cast(keep, work)
+    count = indexing.scatter_add(creation.zeros((bags,), dtype=work, device=device), 0, bag, ones)
+    return elementwise.div(total, shape_ops.unsqueeze(elementwise.clamp(count, 1.0), 1))
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -697,13 +697,13 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if num_classes == -1:
         if x.numel() == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
-        num_classes = int(R.amax(x)) + 1
+        num_classes = int(reduction_ops.amax(x)) + 1
     if _is_concrete(x) and x.numel():
-        if bool(R.any(E.lt(x, 0))):
+        if bool(reduction_ops.any(elementwise.lt(x, 0))):
             raise RuntimeError("Class values must be non-negative.")
-        if bool(R.any(E.ge(x, num_classes))):
+        if bool(reduction_ops.any(elementwise.ge(x, num_classes))):
             raise RuntimeError("Class values must be smaller than num_classes.")
-    return E.cast(E.eq(S.unsqueeze(x, -1), C.arange(num_classes)), dt.int64)
+    return elementwise.cast(elementwise.eq(shape_ops.unsqueeze(x, -1), creation.arange(num_classes)), dt.int64)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -715,10 +715,10 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        out = E.mul(x, C.zeros((), dtype=x.dtype))
+        out = elementwise.mul(x, creation.zeros((), dtype=x.dtype))
     else:
-        keep = E.lt(RND.rand(tuple(x.shape), dtype=dt.float32, device=C._device_like(x, None)), 1.0 - p)
-        out = E.mul(x, E.div(E.cast(keep, x.dtype), 1.0 - p))
+        keep = elementwise.lt(random.rand(tuple(x.shape), dtype=dt.float32, device=creation._device_like(x, None)), 1.0 - p)
+        out = elementwise.mul(x, elementwise.div(elementwise.cast(keep, x.dtype), 1.0 - p))
     return _inplace(input, out, inplace)
 
 
@@ -727,7 +727,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 def _additive_mask(mask: Tensor, dtype: dt.DType) -> Tensor:
     """A mask as a float bias: bool ``True`` keeps (0), ``False`` masks (-inf)."""
     if mask.dtype.is_bool:
-        return I.masked_fill(C.zeros(tuple(mask.shape), dtype=dtype), E.logical_not(mask), -math.inf)
+        return indexing.masked_fill(creation.zeros(tuple(mask.shape), dtype=dtype), elementwise.logical_not(mask), -math.inf)
     return mask
 
 
@@ -778,22 +778,22 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     length, source = q.shape[-2], k.shape[-2]
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     qc, kc, vc = _opmath(q), _opmath(k), _opmath(v)
-    scores = E.mul(L.matmul(qc, S.transpose(kc, -2, -1)), factor)
+    scores = elementwise.mul(linalg.matmul(qc, shape_ops.transpose(kc, -2, -1)), factor)
     if is_causal:  # every query row keeps at least key 0, so no row is fully masked
-        allowed = I.tril(C.ones((length, source), dtype=dt.bool_))
-        scores = I.masked_fill(scores, E.logical_not(allowed), -math.inf)
+        allowed = indexing.tril(creation.ones((length, source), dtype=dt.bool_))
+        scores = indexing.masked_fill(scores, elementwise.logical_not(allowed), -math.inf)
     if attn_mask is not None:
         if attn_mask.dtype.is_bool:
-            scores = I.masked_fill(scores, E.logical_not(attn_mask), -math.inf)
+            scores = indexing.masked_fill(scores, elementwise.logical_not(attn_mask), -math.inf)
         else:
-            scores = E.add(scores, _opmath(attn_mask))
-    weights = R.softmax(scores, -1)
+            scores = elementwise.add(scores, _opmath(attn_mask))
+    weights = reduction_ops.softmax(scores, -1)
     if attn_mask is not None:  # a row with every score -inf attends to nothing: zeros, not NaN
-        dead = E.eq(R.amax(scores, -1, keepdim=True), -math.inf)
-        weights = E.where(dead, C.zeros((), dtype=weights.dtype), weights)
+        dead = elementwise.eq(reduction_ops.amax(scores, -1, keepdim=True), -math.inf)
+        weights = elementwise.where(dead, creation.zeros((), dtype=weights.dtype), weights)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
-    return E.cast(L.matmul(weights, vc), q.dtype)
+    return elementwise.cast(linalg.matmul(weights, vc), q.dtype)
 
 
 def _repeat_heads(x: Tensor, times: int) -> Tensor:
@@ -801,8 +801,8 @@ def _repeat_heads(x: Tensor, times: int) -> Tensor:
     if times == 1:
         return x
     shape = tuple(x.shape)
-    expanded = S.expand(S.unsqueeze(x, -3), shape[:-2] + (times,) + shape[-2:])
-    return S.reshape(expanded, shape[:-3] + (shape[-3] * times,) + shape[-2:])
+    expanded = shape_ops.expand(shape_ops.unsqueeze(x, -3), shape[:-2] + (times,) + shape[-2:])
+    return shape_ops.reshape(expanded, shape[:-3] + (shape[-3] * times,) + shape[-2:])
 
 
 def _canonical_mask(mask: Tensor | None, name: str, dtype: dt.DType) -> Tensor | None:
@@ -811,7 +811,7 @@ def _canonical_mask(mask: Tensor | None, name: str, dtype: dt.DType) -> Tensor |
         return None
     mask = _t(mask, "multi_head_attention_forward", name)
     if mask.dtype.is_bool:
-        return I.masked_fill(C.zeros(tuple(mask.shape), dtype=dtype), mask, -math.inf)
+        return indexing.masked_fill(creation.zeros(tuple(mask.shape), dtype=dtype), mask, -math.inf)
     if not mask.dtype.is_floating_point:
         raise DTypeError(f"only bool and floating types of {name} are supported")
     return mask
@@ -842,9 +842,9 @@ def multi_head_attention_forward(
         raise ShapeError(f"key and value should have the same rank as query ({query.ndim}-D), got "
                          f"{key.ndim}-D and {value.ndim}-D")
     if not batched:
-        query, key, value = S.unsqueeze(query, 1), S.unsqueeze(key, 1), S.unsqueeze(value, 1)
+        query, key, value = shape_ops.unsqueeze(query, 1), shape_ops.unsqueeze(key, 1), shape_ops.unsqueeze(value, 1)
         if key_padding_mask is not None:
-            key_padding_mask = S.unsqueeze(key_padding_mask, 0)
+            key_padding_mask = shape_ops.unsqueeze(key_padding_mask, 0)
     tgt_len, bsz, embed_dim = query.shape
     src_len = key.shape[0]
     if embed_dim != embed_dim_to_check:
@@ -867,15 +867,15 @@ def multi_head_attention_forward(
     if use_separate_proj_weight:
         bq = bk = bv = None
         if in_proj_bias is not None:
-            bq, bk, bv = S.chunk(in_proj_bias, 3)
+            bq, bk, bv = shape_ops.chunk(in_proj_bias, 3)
         q = linear(query, q_proj_weight, bq)
         k = linear(key, k_proj_weight, bk)
         v = linear(value, v_proj_weight, bv)
     else:
-        wq, wk, wv = S.chunk(in_proj_weight, 3)
+        wq, wk, wv = shape_ops.chunk(in_proj_weight, 3)
         bq = bk = bv = None
         if in_proj_bias is not None:
-            bq, bk, bv = S.chunk(in_proj_bias, 3)
+            bq, bk, bv = shape_ops.chunk(in_proj_bias, 3)
         q, k, v = linear(query, wq, bq), linear(key, wk, bk), linear(value, wv, bv)
 
     if attn_mask is not None:
@@ -883,7 +883,7 @@ def multi_head_attention_forward(
             if tuple(attn_mask.shape) != (tgt_len, src_len):
                 raise ShapeError(f"The shape of the 2D attn_mask is {attn_mask.shape}, but should "
                                  f"be {(tgt_len, src_len)}.")
-            attn_mask = S.unsqueeze(attn_mask, 0)
+            attn_mask = shape_ops.unsqueeze(attn_mask, 0)
         elif attn_mask.ndim == 3:
             if tuple(attn_mask.shape) != (bsz * num_heads, tgt_len, src_len):
                 raise ShapeError(f"The shape of the 3D attn_mask is {attn_mask.shape}, but should "
@@ -892,24 +892,24 @@ def multi_head_attention_forward(
             raise ShapeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
 
     if bias_k is not None and bias_v is not None:
-        k = S.cat([k, S.expand(bias_k, (1, bsz, embed_dim))])
-        v = S.cat([v, S.expand(bias_v, (1, bsz, embed_dim))])
+        k = shape_ops.cat([k, shape_ops.expand(bias_k, (1, bsz, embed_dim))])
+        v = shape_ops.cat([v, shape_ops.expand(bias_v, (1, bsz, embed_dim))])
         if attn_mask is not None:
             attn_mask = pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
             key_padding_mask = pad(key_padding_mask, (0, 1))
 
     # (L, N, E) -> (N*H, L, head_dim)
-    q = S.transpose(S.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
-    k = S.transpose(S.reshape(k, (k.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+    q = shape_ops.transpose(shape_ops.reshape(q, (tgt_len, bsz * num_heads, head_dim)), 0, 1)
+    k = shape_ops.transpose(shape_ops.reshape(k, (k.shape[0], bsz * num_heads, head_dim)), 0, 1) \
         if static_k is None else static_k
-    v = S.transpose(S.reshape(v, (v.shape[0], bsz * num_heads, head_dim)), 0, 1) \
+    v = shape_ops.transpose(shape_ops.reshape(v, (v.shape[0], bsz * num_heads, head_dim)), 0, 1) \
         if static_v is None else static_v
 
     if add_zero_attn:
-        zeros = C.zeros((bsz * num_heads, 1, head_dim), dtype=q.dtype)
-        k = S.cat([k, zeros], 1)
-        v = S.cat([v, zeros], 1)
+        zeros = creation.zeros((bsz * num_heads, 1, head_dim), dtype=q.dtype)
+        k = shape_ops.cat([k, zeros], 1)
+        v = shape_ops.cat([v, zeros], 1)
         if attn_mask is not None:
             attn_mask = pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
@@ -920,43 +920,43 @@ def multi_head_attention_forward(
         if tuple(key_padding_mask.shape) != (bsz, src_len):
             raise ShapeError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
                              f"{tuple(key_padding_mask.shape)}")
-        kpm = S.reshape(S.expand(S.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
+        kpm = shape_ops.reshape(shape_ops.expand(shape_ops.reshape(key_padding_mask, (bsz, 1, 1, src_len)),
                                  (bsz, num_heads, 1, src_len)), (bsz * num_heads, 1, src_len))
-        attn_mask = kpm if attn_mask is None else E.add(attn_mask, kpm)
+        attn_mask = kpm if attn_mask is None else elementwise.add(attn_mask, kpm)
 
     if not training:
         dropout_p = 0.0
 
     if need_weights:
-        scores = L.matmul(E.mul(q, 1.0 / math.sqrt(head_dim)), S.transpose(k, -2, -1))
+        scores = linalg.matmul(elementwise.mul(q, 1.0 / math.sqrt(head_dim)), shape_ops.transpose(k, -2, -1))
         if attn_mask is not None:
-            scores = E.add(scores, attn_mask)
-        weights = R.softmax(scores, -1)
+            scores = elementwise.add(scores, attn_mask)
+        weights = reduction_ops.softmax(scores, -1)
         if dropout_p > 0.0:
             weights = dropout(weights, dropout_p)
-        out = L.matmul(weights, v)  # (N*H, L, head_dim)
-        out = S.reshape(S.transpose(out, 0, 1), (tgt_len * bsz, embed_dim))
-        out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
-        weights = S.reshape(weights, (bsz, num_heads, tgt_len, src_len))
+        out = linalg.matmul(weights, v)  # (N*H, L, head_dim)
+        out = shape_ops.reshape(shape_ops.transpose(out, 0, 1), (tgt_len * bsz, embed_dim))
+        out = shape_ops.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+        weights = shape_ops.reshape(weights, (bsz, num_heads, tgt_len, src_len))
         if average_attn_weights:
-            weights = R.mean(weights, 1)
+            weights = reduction_ops.mean(weights, 1)
         if not batched:
-            out, weights = S.squeeze(out, 1), S.squeeze(weights, 0)
+            out, weights = shape_ops.squeeze(out, 1), shape_ops.squeeze(weights, 0)
         return out, weights
 
     if attn_mask is not None:
         if attn_mask.shape[0] == 1 and attn_mask.ndim == 3:
-            attn_mask = S.unsqueeze(attn_mask, 0)
+            attn_mask = shape_ops.unsqueeze(attn_mask, 0)
         else:
-            attn_mask = S.reshape(attn_mask, (bsz, num_heads, -1, src_len))
-    q4 = S.reshape(q, (bsz, num_heads, tgt_len, head_dim))
-    k4 = S.reshape(k, (bsz, num_heads, src_len, head_dim))
-    v4 = S.reshape(v, (bsz, num_heads, src_len, head_dim))
+            attn_mask = shape_ops.reshape(attn_mask, (bsz, num_heads, -1, src_len))
+    q4 = shape_ops.reshape(q, (bsz, num_heads, tgt_len, head_dim))
+    k4 = shape_ops.reshape(k, (bsz, num_heads, src_len, head_dim))
+    v4 = shape_ops.reshape(v, (bsz, num_heads, src_len, head_dim))
     out = scaled_dot_product_attention(q4, k4, v4, attn_mask, dropout_p)
-    out = S.reshape(S.permute(out, (2, 0, 1, 3)), (bsz * tgt_len, embed_dim))
-    out = S.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
+    out = shape_ops.reshape(shape_ops.permute(out, (2, 0, 1, 3)), (bsz * tgt_len, embed_dim))
+    out = shape_ops.reshape(linear(out, out_proj_weight, out_proj_bias), (tgt_len, bsz, embed_dim))
     if not batched:
-        out = S.squeeze(out, 1)
+        out = shape_ops.squeeze(out, 1)
     return out, None
 
 
@@ -987,9 +987,9 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction == "none":
         return loss
     if reduction == "mean":
-        return R.mean(loss)
+        return reduction_ops.mean(loss)
     if reduction == "sum":
-        return R.sum(loss)
+        return reduction_ops.sum(loss)
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
@@ -1037,7 +1037,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     _class_targets("nll_loss", x, tgt)
     class_dim = 0 if x.ndim == 1 else 1
     n_classes = x.shape[class_dim]
-    tgt = E.cast(tgt, dt.int64)
+    tgt = elementwise.cast(tgt, dt.int64)
     if _is_concrete(tgt) and tgt.numel():
         # eager: the targets are checked on the host, and without ignored targets or weights the
         # loss is the picked values alone (7 ops rather than 22, the same values and gradients)
@@ -1047,25 +1047,25 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
         if bad.any():
             raise IndexError(f"Target {int(values[bad][0])} is out of bounds.")
         if weight is None and not skipped.any():
-            loss = E.neg(S.squeeze(I.gather(x, class_dim, S.unsqueeze(tgt, class_dim)), class_dim))
+            loss = elementwise.neg(shape_ops.squeeze(indexing.gather(x, class_dim, shape_ops.unsqueeze(tgt, class_dim)), class_dim))
             if reduction == "none":
                 return loss
-            return R.sum(loss) if reduction == "sum" else E.div(R.sum(loss), float(values.size))
-    ignored = E.eq(tgt, ignore_index)
-    safe = E.where(ignored, C.zeros((), dtype=dt.int64), tgt)
-    picked = S.squeeze(I.gather(x, class_dim, S.unsqueeze(safe, class_dim)), class_dim)
+            return reduction_ops.sum(loss) if reduction == "sum" else elementwise.div(reduction_ops.sum(loss), float(values.size))
+    ignored = elementwise.eq(tgt, ignore_index)
+    safe = elementwise.where(ignored, creation.zeros((), dtype=dt.int64), tgt)
+    picked = shape_ops.squeeze(indexing.gather(x, class_dim, shape_ops.unsqueeze(safe, class_dim)), class_dim)
     if weight is not None:
-        w = I.index_select(_t(weight, "nll_loss", "weight"), 0, S.reshape(safe, (-1,)))
-        w = S.reshape(E.cast(w, x.dtype), tuple(safe.shape))
+        w = indexing.index_select(_t(weight, "nll_loss", "weight"), 0, shape_ops.reshape(safe, (-1,)))
+        w = shape_ops.reshape(elementwise.cast(w, x.dtype), tuple(safe.shape))
     else:
-        w = C.ones(tuple(safe.shape), dtype=x.dtype, device=x.device)
-    w = E.where(ignored, C.zeros((), dtype=x.dtype), w)
-    loss = E.neg(E.mul(picked, w))
+        w = creation.ones(tuple(safe.shape), dtype=x.dtype, device=x.device)
+    w = elementwise.where(ignored, creation.zeros((), dtype=x.dtype), w)
+    loss = elementwise.neg(elementwise.mul(picked, w))
     if reduction == "none":
         return loss
     if reduction == "sum":
-        return R.sum(loss)
-    return E.div(R.sum(loss), R.sum(w))
+        return reduction_ops.sum(loss)
+    return elementwise.div(reduction_ops.sum(loss), reduction_ops.sum(w))
 
 
 @_amp.policy("fp32")
@@ -1083,7 +1083,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     tgt = _t(target, "cross_entropy", "target")
     class_dim = 0 if x.ndim == 1 else 1
     n_classes = x.shape[class_dim]
-    logp = R.log_softmax(x, class_dim)
+    logp = reduction_ops.log_softmax(x, class_dim)
     w = None if weight is None else _t(weight, "cross_entropy", "weight")
     w_shape = tuple(n_classes if d == class_dim else 1 for d in range(x.ndim))
 
@@ -1092,35 +1092,35 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             raise ShapeError(f"cross_entropy: expected probability targets of the input's shape "
                              f"{list(x.shape)}, got {list(tgt.shape)}")
         if label_smoothing > 0:
-            tgt = E.add(E.mul(tgt, 1.0 - label_smoothing), label_smoothing / n_classes)
-        terms = E.mul(logp, tgt)
+            tgt = elementwise.add(elementwise.mul(tgt, 1.0 - label_smoothing), label_smoothing / n_classes)
+        terms = elementwise.mul(logp, tgt)
         if w is not None:
-            terms = E.mul(terms, S.reshape(w, w_shape))
-        loss = E.neg(R.sum(terms, class_dim))
+            terms = elementwise.mul(terms, shape_ops.reshape(w, w_shape))
+        loss = elementwise.neg(reduction_ops.sum(terms, class_dim))
         if reduction == "mean":
             batch = x.numel() // max(n_classes, 1)
-            return E.div(R.sum(loss), batch)
+            return elementwise.div(reduction_ops.sum(loss), batch)
         return _reduce(loss, reduction)
 
     nll = nll_loss(logp, tgt, w, ignore_index=ignore_index, reduction=reduction)
     if label_smoothing <= 0.0:
         return nll
-    tgt = E.cast(tgt, dt.int64)
-    ignored = E.eq(tgt, ignore_index)
-    weighted = logp if w is None else E.mul(logp, S.reshape(w, w_shape))
-    smooth = E.neg(R.sum(weighted, class_dim))
-    smooth = E.where(ignored, C.zeros((), dtype=smooth.dtype), smooth)
+    tgt = elementwise.cast(tgt, dt.int64)
+    ignored = elementwise.eq(tgt, ignore_index)
+    weighted = logp if w is None else elementwise.mul(logp, shape_ops.reshape(w, w_shape))
+    smooth = elementwise.neg(reduction_ops.sum(weighted, class_dim))
+    smooth = elementwise.where(ignored, creation.zeros((), dtype=smooth.dtype), smooth)
     if reduction == "mean":
         if w is None:
-            denom = R.sum(E.logical_not(ignored))
+            denom = reduction_ops.sum(elementwise.logical_not(ignored))
         else:
-            safe = E.where(ignored, C.zeros((), dtype=dt.int64), tgt)
-            tw = S.reshape(I.index_select(w, 0, S.reshape(safe, (-1,))), tuple(safe.shape))
-            denom = R.sum(E.where(ignored, C.zeros((), dtype=tw.dtype), tw))
-        smooth = E.div(R.sum(smooth), denom)
+            safe = elementwise.where(ignored, creation.zeros((), dtype=dt.int64), tgt)
+            tw = shape_ops.reshape(indexing.index_select(w, 0, shape_ops.reshape(safe, (-1,))), tuple(safe.shape))
+            denom = reduction_ops.sum(elementwise.where(ignored, creation.zeros((), dtype=tw.dtype), tw))
+        smooth = elementwise.div(reduction_ops.sum(smooth), denom)
     elif reduction == "sum":
-        smooth = R.sum(smooth)
-    return E.add(E.mul(nll, 1.0 - label_smoothing), E.mul(smooth, label_smoothing / n_classes))
+        smooth = reduction_ops.sum(smooth)
+    return elementwise.add(elementwise.mul(nll, 1.0 - label_smoothing), elementwise.mul(smooth, label_smoothing / n_classes))
 
 
 def _pointwise_loss(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -1133,7 +1133,7 @@ def _pointwise_loss(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Ten
 
 
 def _weighted(loss: Tensor, weight: Tensor | None) -> Tensor:
-    return loss if weight is None else E.mul(loss, weight)
+    return loss if weight is None else elementwise.mul(loss, weight)
 
 
 @_amp.policy("fp32")
@@ -1143,8 +1143,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _pointwise_loss("mse_loss", input, target)
-    d = E.sub(x, y)
-    return _reduce(_weighted(E.mul(d, d), weight), reduction)
+    d = elementwise.sub(x, y)
+    return _reduce(_weighted(elementwise.mul(d, d), weight), reduction)
 
 
 @_amp.policy("fp32")
@@ -1154,7 +1154,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _pointwise_loss("l1_loss", input, target)
-    return _reduce(_weighted(E.abs(E.sub(x, y)), weight), reduction)
+    return _reduce(_weighted(elementwise.abs(elementwise.sub(x, y)), weight), reduction)
 
 
 @_amp.policy("fp32")
@@ -1166,10 +1166,10 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     x, y = _pointwise_loss("smooth_l1_loss", input, target)
-    d = E.abs(E.sub(x, y))
+    d = elementwise.abs(elementwise.sub(x, y))
     if beta == 0:
         return _reduce(d, reduction)
-    loss = E.where(E.lt(d, beta), E.div(E.mul(E.mul(d, d), 0.5), beta), E.sub(d, 0.5 * beta))
+    loss = elementwise.where(elementwise.lt(d, beta), elementwise.div(elementwise.mul(elementwise.mul(d, d), 0.5), beta), elementwise.sub(d, 0.5 * beta))
     return _reduce(loss, reduction)
 
 
@@ -1179,8 +1179,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     """Quadratic below ``delta`` (``0.5 d²``), linear above (``delta * (|d| - delta / 2)``)."""
     _check_reduction(reduction)
     x, y = _pointwise_loss("huber_loss", input, target)
-    d = E.abs(E.sub(x, y))
-    loss = E.where(E.lt(d, delta), E.mul(E.mul(d, d), 0.5), E.mul(E.sub(d, 0.5 * delta), delta))
+    d = elementwise.abs(elementwise.sub(x, y))
+    loss = elementwise.where(elementwise.lt(d, delta), elementwise.mul(elementwise.mul(d, d), 0.5), elementwise.mul(elementwise.sub(d, 0.5 * delta), delta))
     return _reduce(_weighted(loss, weight), reduction)
 
 
@@ -1195,11 +1195,11 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     if tuple(p.shape) != tuple(t.shape):
         raise ValueError(f"Using a target size ({t.shape}) that is different to the input size "
                          f"({p.shape}) is deprecated. Please ensure they have the same size.")
-    if _is_concrete(p) and p.numel() and bool(R.any(E.logical_or(E.lt(p, 0), E.gt(p, 1)))):
+    if _is_concrete(p) and p.numel() and bool(reduction_ops.any(elementwise.logical_or(elementwise.lt(p, 0), elementwise.gt(p, 1)))):
         raise RuntimeError("all elements of input should be between 0 and 1")
-    log_p = E.clamp(E.log(p), min=-100)
-    log_q = E.clamp(E.log(E.sub(1, p)), min=-100)
-    loss = E.neg(E.add(E.mul(t, log_p), E.mul(E.sub(1, t), log_q)))
+    log_p = elementwise.clamp(elementwise.log(p), min=-100)
+    log_q = elementwise.clamp(elementwise.log(elementwise.sub(1, p)), min=-100)
+    loss = elementwise.neg(elementwise.add(elementwise.mul(t, log_p), elementwise.mul(elementwise.sub(1, t), log_q)))
     return _reduce(_weighted(loss, weight), reduction)
 
 
@@ -1215,12 +1215,12 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     if tuple(x.shape) != tuple(t.shape):
         raise ValueError(f"Target size ({t.shape}) must be the same as input size ({x.shape})")
     # -log(sigmoid(x)) = softplus(-x); -log(1 - sigmoid(x)) = softplus(x) = x + softplus(-x)
-    log_sig_neg = E.neg(logsigmoid(x))  # -log sigmoid(x)
+    log_sig_neg = elementwise.neg(logsigmoid(x))  # -log sigmoid(x)
     if pos_weight is not None:
-        coef = E.add(E.mul(E.sub(pos_weight, 1), t), 1)
-        loss = E.add(E.mul(E.sub(1, t), x), E.mul(coef, log_sig_neg))
+        coef = elementwise.add(elementwise.mul(elementwise.sub(pos_weight, 1), t), 1)
+        loss = elementwise.add(elementwise.mul(elementwise.sub(1, t), x), elementwise.mul(coef, log_sig_neg))
     else:
-        loss = E.add(E.mul(E.sub(1, t), x), log_sig_neg)
+        loss = elementwise.add(elementwise.mul(elementwise.sub(1, t), x), log_sig_neg)
     return _reduce(_weighted(loss, weight), reduction)
 
 
@@ -1234,14 +1234,14 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     reduction = _legacy_reduction(size_average, reduce, reduction)
     x, t = _t(input, "kl_div"), _t(target, "kl_div", "target")
     if log_target:
-        loss = E.mul(E.exp(t), E.sub(t, x))
+        loss = elementwise.mul(elementwise.exp(t), elementwise.sub(t, x))
     else:
         # PyTorch's xlogy(target, target) - target * input: 0 where the target is 0 (its gradient
         # there is NaN, as PyTorch's), NaN for negative targets
-        xlogx = E.where(E.eq(t, 0), C.zeros((), dtype=t.dtype), E.mul(t, E.log(t)))
-        loss = E.sub(xlogx, E.mul(t, x))
+        xlogx = elementwise.where(elementwise.eq(t, 0), creation.zeros((), dtype=t.dtype), elementwise.mul(t, elementwise.log(t)))
+        loss = elementwise.sub(xlogx, elementwise.mul(t, x))
     if reduction == "batchmean":
-        return E.div(R.sum(loss), x.shape[0] if x.ndim else 1)
+        return elementwise.div(reduction_ops.sum(loss), x.shape[0] if x.ndim else 1)
     return _reduce(loss, reduction)
 
 
@@ -1263,13 +1263,13 @@ def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full
     _check_reduction(reduction)
     x, t = _t(input, "poisson_nll_loss"), _t(target, "poisson_nll_loss", "target")
     if log_input:
-        loss = E.sub(E.exp(x), E.mul(t, x))
+        loss = elementwise.sub(elementwise.exp(x), elementwise.mul(t, x))
     else:
-        loss = E.sub(x, E.mul(t, E.log(E.add(x, eps))))
+        loss = elementwise.sub(x, elementwise.mul(t, elementwise.log(elementwise.add(x, eps))))
     if full:
         # computed for every target and masked, as PyTorch's: the target's gradient is NaN at 0
-        stirling = E.add(E.sub(E.mul(t, E.log(t)), t), E.mul(E.log(E.mul(t, 2 * math.pi)), 0.5))
-        loss = E.add(loss, E.where(E.gt(t, 1), stirling, C.zeros((), dtype=stirling.dtype)))
+        stirling = elementwise.add(elementwise.sub(elementwise.mul(t, elementwise.log(t)), t), elementwise.mul(elementwise.log(elementwise.mul(t, 2 * math.pi)), 0.5))
+        loss = elementwise.add(loss, elementwise.where(elementwise.gt(t, 1), stirling, creation.zeros((), dtype=stirling.dtype)))
     return _reduce(loss, reduction)
 
 
@@ -1284,14 +1284,14 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
     if isinstance(var, (int, float)) and not isinstance(var, bool):
         if var < 0:
             raise ValueError(f"{op}: var has negative entry/entries")
-        v = E.mul(C.ones_like(x), float(var))
+        v = elementwise.mul(creation.ones_like(x), float(var))
     else:
         v = _t(var, op, "var")
-        if _is_concrete(v) and v.numel() and bool(R.any(E.lt(v, 0))):
+        if _is_concrete(v) and v.numel() and bool(reduction_ops.any(elementwise.lt(v, 0))):
             raise ValueError(f"{op}: var has negative entry/entries")
     if tuple(v.shape) != tuple(x.shape):
         if tuple(x.shape[:-1]) == tuple(v.shape):
-            v = S.unsqueeze(v, -1)
+            v = shape_ops.unsqueeze(v, -1)
         elif not (x.ndim == v.ndim
                   and sum(b for a, b in zip(x.shape, v.shape) if a != b) == 1):
             raise ValueError(f"{op}: var is of incorrect size: {list(v.shape)} for input of size "
@@ -1299,11 +1299,11 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
                              f"its last dim, or one size-1 dim in place of the input's)")
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not valid")
-    v = E.add(v, E.sub(E.clamp(v, min=eps), v).detach())  # clamped value, identity gradient
-    d = E.sub(x, t)
-    loss = E.mul(E.add(E.log(v), E.div(E.mul(d, d), v)), 0.5)
+    v = elementwise.add(v, elementwise.sub(elementwise.clamp(v, min=eps), v).detach())  # clamped value, identity gradient
+    d = elementwise.sub(x, t)
+    loss = elementwise.mul(elementwise.add(elementwise.log(v), elementwise.div(elementwise.mul(d, d), v)), 0.5)
     if full:
-        loss = E.add(loss, 0.5 * math.log(2 * math.pi))
+        loss = elementwise.add(loss, 0.5 * math.log(2 * math.pi))
     return _reduce(loss, reduction)
 
 
@@ -1317,7 +1317,7 @@ def margin_ranking_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: 
     op = "margin_ranking_loss"
     a, b, y = _t(input1, op, "input1"), _t(input2, op, "input2"), _t(target, op, "target")
     _same_ndim(op, input1=a, input2=b, target=y)
-    loss = E.relu(E.add(E.mul(E.neg(y), E.sub(a, b)), margin))
+    loss = elementwise.relu(elementwise.add(elementwise.mul(elementwise.neg(y), elementwise.sub(a, b)), margin))
     return _reduce(loss, reduction)
 
 
@@ -1329,10 +1329,10 @@ def hinge_embedding_loss(input: Tensor, target: Tensor, margin: float = 1.0,
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _t(input, "hinge_embedding_loss"), _t(target, "hinge_embedding_loss", "target")
-    zero = C.zeros((), dtype=x.dtype)
-    below = E.where(E.ne(y, 1), E.relu(E.sub(margin, x)), zero)
-    above = E.where(E.ne(y, -1), x, zero)
-    return _reduce(E.add(below, above), reduction)
+    zero = creation.zeros((), dtype=x.dtype)
+    below = elementwise.where(elementwise.ne(y, 1), elementwise.relu(elementwise.sub(margin, x)), zero)
+    above = elementwise.where(elementwise.ne(y, -1), x, zero)
+    return _reduce(elementwise.add(below, above), reduction)
 
 
 @_amp.policy("fp32")
@@ -1342,7 +1342,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     x, y = _t(input, "soft_margin_loss"), _t(target, "soft_margin_loss", "target")
-    return _reduce(E.neg(logsigmoid(E.mul(y, x))), reduction)
+    return _reduce(elementwise.neg(logsigmoid(elementwise.mul(y, x))), reduction)
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -1356,10 +1356,10 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     x, y = _t(input, op), _t(target, op, "target")
     if x.ndim == 0:
         raise ShapeError(f"{op}: expected an input with a class dim (1-D or more), got a 0-d input")
-    loss = E.neg(E.add(E.mul(y, logsigmoid(x)), E.mul(E.sub(1, y), logsigmoid(E.neg(x)))))
+    loss = elementwise.neg(elementwise.add(elementwise.mul(y, logsigmoid(x)), elementwise.mul(elementwise.sub(1, y), logsigmoid(elementwise.neg(x)))))
     if weight is not None:
-        loss = E.mul(loss, _t(weight, op, "weight"))
-    loss = E.div(R.sum(loss, x.ndim - 1), x.shape[-1])
+        loss = elementwise.mul(loss, _t(weight, op, "weight"))
+    loss = elementwise.div(reduction_ops.sum(loss, x.ndim - 1), x.shape[-1])
     return _reduce(loss, reduction)
 
 
@@ -1384,13 +1384,13 @@ def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin
                          f"target, got input1 {list(a.shape)}, input2 {list(b.shape)} and target "
                          f"{list(y.shape)}")
     dim = a.ndim - 1
-    prod = R.sum(E.mul(a, b), dim)
-    mag = E.mul(E.add(R.sum(E.mul(a, a), dim), _COSINE_EPS), E.add(R.sum(E.mul(b, b), dim), _COSINE_EPS))
-    cos = E.div(prod, E.sqrt(mag))
-    zero = C.zeros((), dtype=cos.dtype)
-    pos = E.where(E.eq(y, 1), E.sub(1, cos), zero)
-    neg = E.where(E.eq(y, -1), E.relu(E.sub(cos, margin)), zero)
-    return _reduce(E.add(pos, neg), reduction)
+    prod = reduction_ops.sum(elementwise.mul(a, b), dim)
+    mag = elementwise.mul(elementwise.add(reduction_ops.sum(elementwise.mul(a, a), dim), _COSINE_EPS), elementwise.add(reduction_ops.sum(elementwise.mul(b, b), dim), _COSINE_EPS))
+    cos = elementwise.div(prod, elementwise.sqrt(mag))
+    zero = creation.zeros((), dtype=cos.dtype)
+    pos = elementwise.where(elementwise.eq(y, 1), elementwise.sub(1, cos), zero)
+    neg = elementwise.where(elementwise.eq(y, -1), elementwise.relu(elementwise.sub(cos, margin)), zero)
+    return _reduce(elementwise.add(pos, neg), reduction)
 
 
 def _margin_inputs(op: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, bool]:
@@ -1402,7 +1402,7 @@ def _margin_inputs(op: str, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, bool]
     if y.dtype is not dt.int64:
         raise DTypeError(f"{op}: expected an int64 (Long) target, got {y.dtype.name}")
     unbatched = x.ndim < 2
-    x2 = S.reshape(x, (1, -1)) if unbatched else x
+    x2 = shape_ops.reshape(x, (1, -1)) if unbatched else x
     return x2, y, unbatched
 
 
@@ -1425,23 +1425,23 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
         raise ShapeError(f"{op}: target tensor should be 1-D with size equal to the number of input "
                          f"samples (batch size). Expected target size {expected}, but got "
                          f"{list(y.shape)}. Input has shape {list(x.shape)}.")
-    y1 = S.reshape(y, (n,))
-    if _is_concrete(y1) and y1.numel() and bool(R.any(E.logical_or(E.lt(y1, 0), E.ge(y1, c)))):
+    y1 = shape_ops.reshape(y, (n,))
+    if _is_concrete(y1) and y1.numel() and bool(reduction_ops.any(elementwise.logical_or(elementwise.lt(y1, 0), elementwise.ge(y1, c)))):
         raise IndexError(f"{op}: target out of range (expected class indices in [0, {c}))")
-    picked = I.gather(x2, 1, S.unsqueeze(y1, 1))  # (N, 1)
-    terms = E.relu(E.add(E.sub(x2, picked), margin))
+    picked = indexing.gather(x2, 1, shape_ops.unsqueeze(y1, 1))  # (N, 1)
+    terms = elementwise.relu(elementwise.add(elementwise.sub(x2, picked), margin))
     if p == 2:
-        terms = E.mul(terms, terms)
+        terms = elementwise.mul(terms, terms)
     if weight is not None:
         w = _t(weight, op, "weight")
         if w.ndim != 1 or w.shape[0] != c:
             raise ShapeError(f"{op}: inconsistent weight size, expected {c} but got {list(w.shape)}")
-        terms = E.mul(terms, S.unsqueeze(I.index_select(w, 0, y1), 1))
-    own = E.eq(S.unsqueeze(C.arange(c, device=C._device_like(x2, None)), 0), S.unsqueeze(y1, 1))
-    terms = E.where(own, C.zeros((), dtype=terms.dtype), terms)
-    loss = E.div(R.sum(terms, 1), c)
+        terms = elementwise.mul(terms, shape_ops.unsqueeze(indexing.index_select(w, 0, y1), 1))
+    own = elementwise.eq(shape_ops.unsqueeze(creation.arange(c, device=creation._device_like(x2, None)), 0), shape_ops.unsqueeze(y1, 1))
+    terms = elementwise.where(own, creation.zeros((), dtype=terms.dtype), terms)
+    loss = elementwise.div(reduction_ops.sum(terms, 1), c)
     if unbatched:
-        loss = S.reshape(loss, ())
+        loss = shape_ops.reshape(loss, ())
     return _reduce(loss, reduction)
 
 
@@ -1459,26 +1459,26 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
     if (y.numel() != 1 or y.ndim > 1) if x.ndim == 0 else tuple(y.shape) != tuple(x.shape):
         raise ShapeError(f"{op}: inconsistent target size: {list(y.shape)} for input of size: "
                          f"{list(x.shape)}")
-    y2 = S.reshape(y, (n, c))
+    y2 = shape_ops.reshape(y, (n, c))
     # the labels before the first -1 count
-    valid = E.eq(R.cumsum(E.cast(E.eq(y2, -1), dt.int64), 1), 0)
+    valid = elementwise.eq(reduction_ops.cumsum(elementwise.cast(elementwise.eq(y2, -1), dt.int64), 1), 0)
     if _is_concrete(y2) and y2.numel():
-        bad = E.logical_and(valid, E.logical_or(E.lt(y2, 0), E.ge(y2, c)))
-        if bool(R.any(bad)):
+        bad = elementwise.logical_and(valid, elementwise.logical_or(elementwise.lt(y2, 0), elementwise.ge(y2, c)))
+        if bool(reduction_ops.any(bad)):
             raise IndexError(f"{op}: target is out of range (expected class indices in [0, {c}) "
                              f"or -1)")
-    safe = E.where(valid, y2, C.zeros((), dtype=dt.int64))
-    classes = C.arange(c, device=C._device_like(x2, None))
+    safe = elementwise.where(valid, y2, creation.zeros((), dtype=dt.int64))
+    classes = creation.arange(c, device=creation._device_like(x2, None))
     # is_target[n, i]: class i is one of sample n's labels
-    listed = E.logical_and(S.unsqueeze(valid, 2), E.eq(S.unsqueeze(safe, 2), classes))  # (N, K, C)
-    is_target = R.any(listed, 1)  # (N, C)
-    picked = I.gather(x2, 1, safe)  # (N, K): x[y_k]
-    hinge = E.relu(E.sub(1, E.sub(S.unsqueeze(picked, 2), S.unsqueeze(x2, 1))))  # (N, K, C)
-    keep = E.logical_and(S.unsqueeze(valid, 2), S.unsqueeze(E.logical_not(is_target), 1))
-    hinge = E.where(keep, hinge, C.zeros((), dtype=hinge.dtype))
-    loss = E.div(R.sum(hinge, (1, 2)), c)
+    listed = elementwise.logical_and(shape_ops.unsqueeze(valid, 2), elementwise.eq(shape_ops.unsqueeze(safe, 2), classes))  # (N, K, C)
+    is_target = reduction_ops.any(listed, 1)  # (N, C)
+    picked = indexing.gather(x2, 1, safe)  # (N, K): x[y_k]
+    hinge = elementwise.relu(elementwise.sub(1, elementwise.sub(shape_ops.unsqueeze(picked, 2), shape_ops.unsqueeze(x2, 1))))  # (N, K, C)
+    keep = elementwise.logical_and(shape_ops.unsqueeze(valid, 2), shape_ops.unsqueeze(elementwise.logical_not(is_target), 1))
+    hinge = elementwise.where(keep, hinge, creation.zeros((), dtype=hinge.dtype))
+    loss = elementwise.div(reduction_ops.sum(hinge, (1, 2)), c)
     if unbatched:
-        loss = S.reshape(loss, ())
+        loss = shape_ops.reshape(loss, ())
     return _reduce(loss, reduction)
 
 
@@ -1513,8 +1513,8 @@ def _triplet(distance: Any, a: Tensor, p: Tensor, n: Tensor, margin: float, swap
              reduction: str) -> Tensor:
     d_pos, d_neg = distance(a, p), distance(a, n)
     if swap:
-        d_neg = E.minimum(d_neg, distance(p, n))
-    return _reduce(E.relu(E.sub(E.add(d_pos, margin), d_neg)), reduction)
+        d_neg = elementwise.minimum(d_neg, distance(p, n))
+    return _reduce(elementwise.relu(elementwise.sub(elementwise.add(d_pos, margin), d_neg)), reduction)
 
 
 def triplet_margin_with_distance_loss(anchor: Tensor, positive: Tensor, negative: Tensor, *,
@@ -1536,10 +1536,10 @@ _CTC_NEG = -1e30
 
 
 def _lengths(op: str, value: Any, name: str, batch: int, device: Any) -> Tensor:
-    lengths = value if isinstance(value, Tensor) else C.tensor(value, dtype=dt.int64)
+    lengths = value if isinstance(value, Tensor) else creation.tensor(value, dtype=dt.int64)
     if lengths.dtype.is_floating_point or lengths.dtype.is_bool:
         raise DTypeError(f"{op}: {name} must be integers, got {lengths.dtype.name}")
-    lengths = S.reshape(E.cast(lengths, dt.int64), (-1,))
+    lengths = shape_ops.reshape(elementwise.cast(lengths, dt.int64), (-1,))
     if lengths.shape[0] != batch:
         raise ShapeError(f"{op}: expected {name} to have {batch} values (one per batch element), "
                          f"got {lengths.shape[0]}")
@@ -1567,85 +1567,85 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise ShapeError(f"{op}: expected log_probs of shape (T, N, C) or (T, C), got "
                          f"{list(lp.shape)}")
     if unbatched:
-        lp = S.unsqueeze(lp, 1)
+        lp = shape_ops.unsqueeze(lp, 1)
         if tgt.ndim != 1:
             raise ShapeError(f"{op}: unbatched log_probs (T, C) take 1-D targets, got "
                              f"{list(tgt.shape)}")
-        tgt = S.unsqueeze(tgt, 0)
+        tgt = shape_ops.unsqueeze(tgt, 0)
     steps, batch, classes = lp.shape
     if not 0 <= blank < classes:
         raise ValueError(f"{op}: blank must be in label range [0, {classes}), got {blank}")
-    device = C._device_like(lp, None)
+    device = creation._device_like(lp, None)
     in_len = _lengths(op, input_lengths, "input_lengths", batch, device)
     tgt_len = _lengths(op, target_lengths, "target_lengths", batch, device)
-    tgt = E.cast(tgt, dt.int64)
+    tgt = elementwise.cast(tgt, dt.int64)
     if tgt.ndim == 2:
         if tgt.shape[0] != batch:
             raise ShapeError(f"{op}: expected targets of {batch} rows, got {list(tgt.shape)}")
         padded = tgt
     elif tgt.ndim == 1:  # concatenated: row n starts at the sum of the earlier lengths
         width = tgt.shape[0]
-        pos = C.arange(width, device=device)
-        start = E.sub(R.cumsum(tgt_len, 0), tgt_len)
-        index = E.add(S.unsqueeze(start, 1), S.unsqueeze(pos, 0))
-        inside = E.lt(S.unsqueeze(pos, 0), S.unsqueeze(tgt_len, 1))
-        index = E.where(inside, E.clamp(index, 0, max(width - 1, 0)), C.zeros((), dtype=dt.int64))
-        padded = I.gather(S.expand(S.unsqueeze(tgt, 0), (batch, width)), 1, index) if width else \
-            C.zeros((batch, 0), dtype=dt.int64, device=device)
+        pos = creation.arange(width, device=device)
+        start = elementwise.sub(reduction_ops.cumsum(tgt_len, 0), tgt_len)
+        index = elementwise.add(shape_ops.unsqueeze(start, 1), shape_ops.unsqueeze(pos, 0))
+        inside = elementwise.lt(shape_ops.unsqueeze(pos, 0), shape_ops.unsqueeze(tgt_len, 1))
+        index = elementwise.where(inside, elementwise.clamp(index, 0, max(width - 1, 0)), creation.zeros((), dtype=dt.int64))
+        padded = indexing.gather(shape_ops.expand(shape_ops.unsqueeze(tgt, 0), (batch, width)), 1, index) if width else \
+            creation.zeros((batch, 0), dtype=dt.int64, device=device)
     else:
         raise ShapeError(f"{op}: expected padded (N, S) or concatenated 1-D targets, got "
                          f"{list(tgt.shape)}")
     width = padded.shape[1]
     if _is_concrete(in_len, tgt_len, padded):
-        if bool(R.any(E.gt(in_len, steps))) or bool(R.any(E.lt(in_len, 0))):
+        if bool(reduction_ops.any(elementwise.gt(in_len, steps))) or bool(reduction_ops.any(elementwise.lt(in_len, 0))):
             raise ValueError(f"{op}: expected input_lengths in [0, {steps}], got "
                              f"{in_len.tolist()}")
-        if bool(R.any(E.gt(tgt_len, width))) or bool(R.any(E.lt(tgt_len, 0))):
+        if bool(reduction_ops.any(elementwise.gt(tgt_len, width))) or bool(reduction_ops.any(elementwise.lt(tgt_len, 0))):
             raise ValueError(f"{op}: expected target_lengths in [0, {width}] (the targets' "
                              f"length), got {tgt_len.tolist()}")
-        used = E.lt(S.unsqueeze(C.arange(width), 0), S.unsqueeze(tgt_len, 1))
-        labels = I.masked_select(padded, used)
-        if labels.numel() and bool(R.any(E.logical_or(E.lt(labels, 0), E.ge(labels, classes)))):
+        used = elementwise.lt(shape_ops.unsqueeze(creation.arange(width), 0), shape_ops.unsqueeze(tgt_len, 1))
+        labels = indexing.masked_select(padded, used)
+        if labels.numel() and bool(reduction_ops.any(elementwise.logical_or(elementwise.lt(labels, 0), elementwise.ge(labels, classes)))):
             raise IndexError(f"{op}: target labels must be in [0, {classes})")
     # the extended target: blank, y1, blank, y2, ..., blank (length 2S + 1)
-    blanks = C.full((batch, width), blank, dtype=dt.int64, device=device)
-    ext = S.reshape(S.stack([blanks, padded], 2), (batch, 2 * width))
-    ext = S.cat([ext, C.full((batch, 1), blank, dtype=dt.int64, device=device)], 1)
+    blanks = creation.full((batch, width), blank, dtype=dt.int64, device=device)
+    ext = shape_ops.reshape(shape_ops.stack([blanks, padded], 2), (batch, 2 * width))
+    ext = shape_ops.cat([ext, creation.full((batch, 1), blank, dtype=dt.int64, device=device)], 1)
     length = 2 * width + 1
-    ext_before = S.cat([C.full((batch, 2), -1, dtype=dt.int64, device=device),
-                        S.narrow(ext, 1, 0, length - 2)], 1)
-    skip = E.logical_and(E.ne(ext, blank), E.ne(ext, ext_before))  # s - 2 -> s allowed
+    ext_before = shape_ops.cat([creation.full((batch, 2), -1, dtype=dt.int64, device=device),
+                        shape_ops.narrow(ext, 1, 0, length - 2)], 1)
+    skip = elementwise.logical_and(elementwise.ne(ext, blank), elementwise.ne(ext, ext_before))  # s - 2 -> s allowed
     work = lp.dtype
-    neg = C.full((), _CTC_NEG, dtype=work, device=device)
+    neg = creation.full((), _CTC_NEG, dtype=work, device=device)
     # log-probabilities of each extended label at each step: (T, N, 2S + 1)
-    emit = I.gather(lp, 2, S.expand(S.unsqueeze(ext, 0), (steps, batch, length)))
-    emit = E.maximum(emit, neg)
-    pos = S.unsqueeze(C.arange(length, device=device), 0)
+    emit = indexing.gather(lp, 2, shape_ops.expand(shape_ops.unsqueeze(ext, 0), (steps, batch, length)))
+    emit = elementwise.maximum(emit, neg)
+    pos = shape_ops.unsqueeze(creation.arange(length, device=device), 0)
     if steps:
-        alpha = E.where(E.lt(pos, 2), S.select(emit, 0, 0), neg)
+        alpha = elementwise.where(elementwise.lt(pos, 2), shape_ops.select(emit, 0, 0), neg)
     else:
-        alpha = E.where(E.eq(pos, 0), C.zeros((), dtype=work), neg)
-    pad1 = C.full((batch, 1), _CTC_NEG, dtype=work, device=device)
-    pad2 = C.full((batch, 2), _CTC_NEG, dtype=work, device=device)
+        alpha = elementwise.where(elementwise.eq(pos, 0), creation.zeros((), dtype=work), neg)
+    pad1 = creation.full((batch, 1), _CTC_NEG, dtype=work, device=device)
+    pad2 = creation.full((batch, 2), _CTC_NEG, dtype=work, device=device)
     for t in range(1, steps):
-        one = S.cat([pad1, S.narrow(alpha, 1, 0, length - 1)], 1)
-        two = E.where(skip, S.cat([pad2, S.narrow(alpha, 1, 0, length - 2)], 1), neg) \
-            if length > 2 else C.full((batch, length), _CTC_NEG, dtype=work, device=device)
-        step = E.add(R.logsumexp(S.stack([alpha, one, two]), 0), S.select(emit, 0, t))
-        alpha = E.where(S.unsqueeze(E.gt(in_len, t), 1), step, alpha)
-    last = E.mul(tgt_len, 2)  # the final blank; the final label is one before it
-    end_blank = S.squeeze(I.gather(alpha, 1, S.unsqueeze(last, 1)), 1)
-    end_label = S.squeeze(I.gather(alpha, 1, S.unsqueeze(E.clamp(E.sub(last, 1), 0), 1)), 1)
-    end_label = E.where(E.gt(tgt_len, 0), end_label, neg)
-    nll = E.neg(R.logsumexp(S.stack([end_blank, end_label]), 0))
+        one = shape_ops.cat([pad1, shape_ops.narrow(alpha, 1, 0, length - 1)], 1)
+        two = elementwise.where(skip, shape_ops.cat([pad2, shape_ops.narrow(alpha, 1, 0, length - 2)], 1), neg) \
+            if length > 2 else creation.full((batch, length), _CTC_NEG, dtype=work, device=device)
+        step = elementwise.add(reduction_ops.logsumexp(shape_ops.stack([alpha, one, two]), 0), shape_ops.select(emit, 0, t))
+        alpha = elementwise.where(shape_ops.unsqueeze(elementwise.gt(in_len, t), 1), step, alpha)
+    last = elementwise.mul(tgt_len, 2)  # the final blank; the final label is one before it
+    end_blank = shape_ops.squeeze(indexing.gather(alpha, 1, shape_ops.unsqueeze(last, 1)), 1)
+    end_label = shape_ops.squeeze(indexing.gather(alpha, 1, shape_ops.unsqueeze(elementwise.clamp(elementwise.sub(last, 1), 0), 1)), 1)
+    end_label = elementwise.where(elementwise.gt(tgt_len, 0), end_label, neg)
+    nll = elementwise.neg(reduction_ops.logsumexp(shape_ops.stack([end_blank, end_label]), 0))
     if steps:  # no input steps: only the empty target is possible
-        nll = E.where(E.eq(in_len, 0), E.where(E.eq(tgt_len, 0), C.zeros((), dtype=work), -neg), nll)
-    impossible = E.ge(nll, -0.5 * _CTC_NEG)
-    inf = C.full((), math.inf, dtype=work, device=device)
-    nll = E.where(impossible, C.zeros((), dtype=work) if zero_infinity else inf, nll)
+        nll = elementwise.where(elementwise.eq(in_len, 0), elementwise.where(elementwise.eq(tgt_len, 0), creation.zeros((), dtype=work), -neg), nll)
+    impossible = elementwise.ge(nll, -0.5 * _CTC_NEG)
+    inf = creation.full((), math.inf, dtype=work, device=device)
+    nll = elementwise.where(impossible, creation.zeros((), dtype=work) if zero_infinity else inf, nll)
     if reduction == "mean":
-        return R.mean(E.div(nll, E.cast(E.clamp(tgt_len, 1), work)))
+        return reduction_ops.mean(elementwise.div(nll, elementwise.cast(elementwise.clamp(tgt_len, 1), work)))
     if reduction == "sum":
-        return R.sum(nll)
-    return S.reshape(nll, ()) if unbatched else nll
+        return reduction_ops.sum(nll)
+    return shape_ops.reshape(nll, ()) if unbatched else nll
 

@@ -8,9 +8,9 @@ import warnings
 
 from .._grad_mode import no_grad
 from .._tensor import Tensor
-from ..ops import creation as C
-from ..ops import elementwise as E
-from ..ops import random as R
+from ..ops import creation
+from ..ops import elementwise
+from ..ops import random
 
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_",
@@ -63,36 +63,36 @@ def _fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: R.Generator | None = None) -> Tensor:
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: random.Generator | None = None) -> Tensor:
     """Fill ``tensor`` with samples from U(a, b)."""
     with no_grad():
         return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
-            generator: R.Generator | None = None) -> Tensor:
+            generator: random.Generator | None = None) -> Tensor:
     """Fill ``tensor`` with samples from N(mean, std²)."""
     with no_grad():
         return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
-                  generator: R.Generator | None = None) -> Tensor:
+                  generator: random.Generator | None = None) -> Tensor:
     """Fill ``tensor`` with N(mean, std²) samples restricted to ``[a, b]`` (out-of-range
     samples are redrawn, which gives exactly the truncated distribution)."""
     if a > b:
         raise ValueError(f"trunc_normal_: expected a <= b, got a={a}, b={b}")
     with no_grad():
         shape = tuple(tensor.shape)
-        values = R.normal(mean, std, shape, generator=generator, dtype="float64")
+        values = random.normal(mean, std, shape, generator=generator, dtype="float64")
         for _ in range(1000):
-            outside = E.logical_or(E.lt(values, a), E.gt(values, b))
+            outside = elementwise.logical_or(elementwise.lt(values, a), elementwise.gt(values, b))
             if not outside.any():
                 break
-            fresh = R.normal(mean, std, shape, generator=generator, dtype="float64")
-            values = E.where(outside, fresh, values)
+            fresh = random.normal(mean, std, shape, generator=generator, dtype="float64")
+            values = elementwise.where(outside, fresh, values)
         else:  # the interval holds almost no mass: fall back to clamping
-            values = E.clamp(values, a, b)
+            values = elementwise.clamp(values, a, b)
         return tensor.copy_(values)
 
 
@@ -114,10 +114,10 @@ def eye_(tensor: Tensor) -> Tensor:
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     with no_grad():
-        return tensor.copy_(C.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
+        return tensor.copy_(creation.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: R.Generator | None = None) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: random.Generator | None = None) -> Tensor:
     """Glorot uniform: U(-a, a) with ``a = gain * sqrt(6 / (fan_in + fan_out))``."""
     fan_in, fan_out = _fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
@@ -125,7 +125,7 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: R.Generator | 
     return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: R.Generator | None = None) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: random.Generator | None = None) -> Tensor:
     """Glorot normal: N(0, std²) with ``std = gain * sqrt(2 / (fan_in + fan_out))``."""
     fan_in, fan_out = _fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
@@ -140,7 +140,7 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> floa
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                     generator: R.Generator | None = None) -> Tensor:
+                     generator: random.Generator | None = None) -> Tensor:
     """He uniform: U(-bound, bound) with ``bound = gain * sqrt(3 / fan)``."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
     if std is None:
@@ -150,7 +150,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonline
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
-                    generator: R.Generator | None = None) -> Tensor:
+                    generator: random.Generator | None = None) -> Tensor:
     """He normal: N(0, std²) with ``std = gain / sqrt(fan)``."""
     std = _kaiming_std(tensor, a, mode, nonlinearity)
     if std is None:

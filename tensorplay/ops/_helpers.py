@@ -112,10 +112,10 @@ def tracking(*tensors: Any) -> bool:
 def sqrt_zero_grad(v: Tensor) -> Tensor:
     """``sqrt(v)`` whose gradient is 0 where ``v`` is 0 (PyTorch's norm and std backward),
     not the 0 * inf = NaN of the plain composition; the plain sqrt when nothing is recorded."""
-    from . import creation as C
-    from . import elementwise as E
+    from . import creation
+    from . import elementwise
 
     if not tracking(v):
-        return E.sqrt(v)
-    zero = E.eq(v, 0)
-    return E.where(zero, E.mul(v, 0), E.sqrt(E.where(zero, C.ones((), dtype=v.dtype), v)))
+        return elementwise.sqrt(v)
+    zero = elementwise.eq(v, 0)
+    return elementwise.where(zero, elementwise.mul(v, 0), elementwise.sqrt(elementwise.where(zero, creation.ones((), dtype=v.dtype), v)))

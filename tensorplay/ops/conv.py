@@ -31,7 +31,7 @@ from ..amp import autocast_mode as _amp
 from .._tensor import Tensor
 from ..dialects.tp.symbolic import SymInt
 from ..dialects.tp import dtypes as dt
-from ..dialects.tp.errors import AttributeError_, DTypeError, ShapeError
+from ..dialects.tp.errors import OpAttributeError, DTypeError, ShapeError
 from ..dialects.tp.ops.conv import kernel_too_large
 from ..dialects.tp.shapes import format_shape
 from .shape import reshape_to
@@ -62,7 +62,7 @@ def _ints(op: str, name: str, value: Any, n: int) -> tuple[int, ...]:
                 return (int(items[0]),) * n
             if len(items) == n:
                 return tuple(int(v) for v in items)
-            raise AttributeError_(f"{op}: expected {name} to be a single integer value or a list "
+            raise OpAttributeError(f"{op}: expected {name} to be a single integer value or a list "
                                   f"of {n} values, but got {name}={items}")
     raise TypeError(f"{op}(): argument '{name}' must be an int or a tuple of {n} ints, not "
                     f"{type(value).__name__}")
@@ -93,12 +93,12 @@ def _conv_padding(op: str, padding: Any, kernel: Sequence[int], stride: Sequence
             return (0,) * n, (0,) * n
         if padding == "same":
             if any(s != 1 for s in stride):
-                raise AttributeError_(f"{op}: padding='same' is not supported for strided "
+                raise OpAttributeError(f"{op}: padding='same' is not supported for strided "
                                       f"convolutions")
             total = [d * (k - 1) for k, d in zip(kernel, dilation)]
             # an odd total puts the extra element after, as PyTorch does
             return tuple(t // 2 for t in total), tuple(t - t // 2 for t in total)
-        raise AttributeError_(f"{op}: Invalid padding string: {padding!r}; expected 'valid' or "
+        raise OpAttributeError(f"{op}: Invalid padding string: {padding!r}; expected 'valid' or "
                               f"'same'")
     pads = _ints(op, "padding", padding, n)
     return pads, pads
@@ -210,14 +210,14 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
         raise DTypeError(f"adaptive_avg_pool2d: not implemented for dtype {x.dtype.name}")
     if isinstance(output_size, (tuple, list)):
         if len(output_size) != 2:
-            raise AttributeError_("adaptive_avg_pool2d: output_size must be 2")
+            raise OpAttributeError("adaptive_avg_pool2d: output_size must be 2")
         sizes = list(output_size)
     else:
         sizes = [output_size, output_size]
     h, w = x.shape[-2:]
     out = tuple(int(s) if s is not None else d for s, d in zip(sizes, (h, w)))
     if any(o < 0 for o in out):
-        raise AttributeError_(f"adaptive_avg_pool2d: elements of output_size must be greater "
+        raise OpAttributeError(f"adaptive_avg_pool2d: elements of output_size must be greater "
                               f"than or equal to 0 but received {list(out)}")
     if all(o > 0 and d % o == 0 for o, d in zip(out, (h, w))):
         kernel = (h // out[0], w // out[1])
@@ -244,7 +244,7 @@ def _fill_value(x: Tensor, value: Any) -> float:
     if x.dtype.is_integer and not isinstance(value, (bool, np.bool_)):
         info = np.iinfo(x.dtype.np_dtype)
         if not info.min <= int(value) <= info.max:
-            raise AttributeError_(f"pad: value {value} cannot be converted to type "
+            raise OpAttributeError(f"pad: value {value} cannot be converted to type "
                                   f"{x.dtype.name} without overflow")
     return float(value)
 
@@ -261,18 +261,18 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float 
     x = _tensor("pad", input, "input")
     amounts = _ints_list("pad", pad)
     if len(amounts) % 2:
-        raise AttributeError_("pad: Padding length must be divisible by 2")
+        raise OpAttributeError("pad: Padding length must be divisible by 2")
     n = len(amounts) // 2
     if n > x.ndim:
-        raise AttributeError_(f"pad: Padding length should be less than or equal to two times "
+        raise OpAttributeError(f"pad: Padding length should be less than or equal to two times "
                               f"the input dimension but got padding length {len(amounts)} and "
                               f"input of dimension {x.ndim}")
     if mode not in _MODES:
-        raise AttributeError_(f"pad: Unrecognised padding mode {mode}; expected one of "
+        raise OpAttributeError(f"pad: Unrecognised padding mode {mode}; expected one of "
                               f"{', '.join(_MODES)}")
     if mode != "constant":
         if value is not None and value != 0:
-            raise AttributeError_(f'pad: Padding mode "{mode}" doesn\'t take in value argument')
+            raise OpAttributeError(f'pad: Padding mode "{mode}" doesn\'t take in value argument')
         if not (1 <= n <= 3 and x.ndim in (n + 1, n + 2)):
             raise ShapeError(f"pad: Padding size {len(amounts)} is not supported for {x.ndim}D "
                              f"input tensor; {mode} padding pads the last 1, 2 or 3 dims of a "
@@ -314,19 +314,19 @@ def _conv_transpose_nd(op: str, input: Any, weight: Any, bias: Any, stride: Any,
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise TypeError(f"{op}(): argument 'groups' must be int, not {type(groups).__name__}")
     if groups < 1:
-        raise AttributeError_(f"{op}: non-positive groups is not supported, got groups={groups}")
+        raise OpAttributeError(f"{op}: non-positive groups is not supported, got groups={groups}")
     stride_ = _ints(op, "stride", stride, spatial)
     pad = _ints(op, "padding", padding, spatial)
     out_pad = _ints(op, "output_padding", output_padding, spatial)
     dilation_ = _ints(op, "dilation", dilation, spatial)
     if any(s < 1 for s in stride_):
-        raise AttributeError_(f"{op}: non-positive stride is not supported")
+        raise OpAttributeError(f"{op}: non-positive stride is not supported")
     if any(d < 1 for d in dilation_):
-        raise AttributeError_(f"{op}: dilation should be greater than zero")
+        raise OpAttributeError(f"{op}: dilation should be greater than zero")
     if any(p < 0 for p in pad):
-        raise AttributeError_(f"{op}: negative padding is not supported")
+        raise OpAttributeError(f"{op}: negative padding is not supported")
     if any(o < 0 or (o >= s and o >= d) for o, s, d in zip(out_pad, stride_, dilation_)):
-        raise AttributeError_(f"{op}: output padding must be smaller than either stride or "
+        raise OpAttributeError(f"{op}: output padding must be smaller than either stride or "
                               f"dilation, but got output_padding={list(out_pad)}, "
                               f"stride={list(stride_)} and dilation={list(dilation_)}")
     cin, cout_g = w.shape[0], w.shape[1]
@@ -468,7 +468,7 @@ def _adaptive_sizes(op: str, x: Tensor, output_size: Any, spatial: int) -> tuple
                          f"{format_shape(x.shape)}")
     sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * spatial
     if len(sizes) != spatial:
-        raise AttributeError_(f"{op}: output_size must be {spatial}")
+        raise OpAttributeError(f"{op}: output_size must be {spatial}")
     for s in sizes:
         if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer, SymInt))):
             raise TypeError(f"{op}(): argument 'output_size' must be an int or a tuple of "
@@ -476,7 +476,7 @@ def _adaptive_sizes(op: str, x: Tensor, output_size: Any, spatial: int) -> tuple
     dims = tuple(x.shape[-spatial:])
     out = tuple(int(s) if s is not None else d for s, d in zip(sizes, dims))
     if any(o < 0 for o in out):
-        raise AttributeError_(f"{op}: elements of output_size must be greater than or equal to 0 "
+        raise OpAttributeError(f"{op}: elements of output_size must be greater than or equal to 0 "
                               f"but received {list(out)}")
     return out
 
@@ -525,23 +525,23 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
         rows, kh = _adaptive_windows(h, oh)
         cols, kw = _adaptive_windows(w, ow)
         # every window gathered to (N, C, oh, ow, kh * kw); its first maximum's tap picked
-        from . import indexing as I
-        from . import reduction as R
-        win = I.index_select(x, 2, apply("tp.constant", value=rows.reshape(-1)))
-        win = I.index_select(win, 3, apply("tp.constant", value=cols.reshape(-1)))
+        from . import indexing
+        from . import reduction
+        win = indexing.index_select(x, 2, apply("tp.constant", value=rows.reshape(-1)))
+        win = indexing.index_select(win, 3, apply("tp.constant", value=cols.reshape(-1)))
         win = apply("tp.permute", reshape_to(win, (n, c, oh, kh, ow, kw), op), dims=(0, 1, 2, 4, 3, 5))
         win = reshape_to(win, (n, c, oh, ow, kh * kw), op)
-        tap = R.argmax(win, -1, keepdim=True)
+        tap = reduction.argmax(win, -1, keepdim=True)
         if x.dtype.is_floating_point:  # a window with NaNs: its last NaN, as PyTorch's kernel
-            from . import elementwise as E
+            from . import elementwise
 
-            nan = E.cast(E.isnan(win), dt.int32)
-            last = E.sub(kh * kw - 1, R.argmax(apply("tp.flip", nan, dims=(4,)), -1, keepdim=True))
-            tap = E.where(R.amax(nan, -1, keepdim=True) > 0, last, tap)
+            nan = elementwise.cast(elementwise.isnan(win), dt.int32)
+            last = elementwise.sub(kh * kw - 1, reduction.argmax(apply("tp.flip", nan, dims=(4,)), -1, keepdim=True))
+            tap = elementwise.where(reduction.amax(nan, -1, keepdim=True) > 0, last, tap)
         flat = (rows[:, None, :, None] * w + cols[None, :, None, :]).reshape(oh, ow, kh * kw)
         table = apply("tp.broadcast_to", apply("tp.constant", value=flat), shape=(n, c, oh, ow, kh * kw))
-        idx = reshape_to(I.gather(table, 4, tap), (n, c, oh, ow), op)
-        y = reshape_to(I.gather(reshape_to(x, (n, c, h * w), op), 2,
+        idx = reshape_to(indexing.gather(table, 4, tap), (n, c, oh, ow), op)
+        y = reshape_to(indexing.gather(reshape_to(x, (n, c, h * w), op), 2,
                                 reshape_to(idx, (n, c, oh * ow), op)), (n, c, oh, ow), op)
     if return_indices:
         return _unbatched(op, y, added), _unbatched(op, idx, added)
@@ -575,23 +575,23 @@ def _interp_sizes(x: Tensor, size: Any, scale_factor: Any, recompute: bool | Non
     """Output sizes and the scale factors the source positions use (``None``: in / out)."""
     op, spatial = "interpolate", x.ndim - 2
     if size is not None and scale_factor is not None:
-        raise AttributeError_(f"{op}: only one of size or scale_factor should be defined")
+        raise OpAttributeError(f"{op}: only one of size or scale_factor should be defined")
     if size is not None:
         if isinstance(size, (tuple, list)) and len(size) != spatial:
-            raise AttributeError_(f"{op}: Input and output must have the same number of spatial "
+            raise OpAttributeError(f"{op}: Input and output must have the same number of spatial "
                                   f"dimensions, but got input with spatial dimensions of "
                                   f"{list(x.shape[2:])} and output size of {list(size)}. Please "
                                   f"provide input tensor in (N, C, d1, d2, ...,dK) format and "
                                   f"output size in (o1, o2, ...,oK) format.")
         out = _ints(op, "size", size, spatial)
         if any(o < 1 for o in out):
-            raise AttributeError_(f"{op}: output sizes must be positive, but got size={list(out)}")
+            raise OpAttributeError(f"{op}: output sizes must be positive, but got size={list(out)}")
         return out, (None,) * spatial
     if scale_factor is None:
-        raise AttributeError_(f"{op}: either size or scale_factor should be defined")
+        raise OpAttributeError(f"{op}: either size or scale_factor should be defined")
     if isinstance(scale_factor, (tuple, list)):
         if len(scale_factor) != spatial:
-            raise AttributeError_(f"{op}: Input and scale_factor must have the same number of "
+            raise OpAttributeError(f"{op}: Input and scale_factor must have the same number of "
                                   f"spatial dimensions, but got input with spatial dimensions of "
                                   f"{list(x.shape[2:])} and scale_factor of shape "
                                   f"{list(scale_factor)}. Please provide input tensor in (N, C, "
@@ -606,10 +606,10 @@ def _interp_sizes(x: Tensor, size: Any, scale_factor: Any, recompute: bool | Non
                             f"numbers, not {type(s).__name__}")
     scales = tuple(float(s) for s in scales)
     if any(s <= 0 for s in scales):
-        raise AttributeError_(f"{op}: scale_factor must be positive, but got {list(scales)}")
+        raise OpAttributeError(f"{op}: scale_factor must be positive, but got {list(scales)}")
     out = tuple(math.floor(float(d) * s) for d, s in zip(x.shape[2:], scales))
     if any(o < 1 for o in out):
-        raise AttributeError_(f"{op}: the output size {list(out)} of input sizes "
+        raise OpAttributeError(f"{op}: the output size {list(out)} of input sizes "
                               f"{list(x.shape[2:])} and scale_factor {list(scales)} is not "
                               f"positive")
     return out, ((None,) * spatial if recompute else scales)
@@ -625,7 +625,7 @@ def _step(size: int, out: int, scale: float | None, align_corners: bool, np_dtyp
 
 
 def _nearest_dim(x: Tensor, dim: int, out: int, scale: float | None, exact: bool) -> Tensor:
-    from . import indexing as I
+    from . import indexing
 
     size = x.shape[dim]
     f32 = np.dtype(np.float32)
@@ -635,14 +635,14 @@ def _nearest_dim(x: Tensor, dim: int, out: int, scale: float | None, exact: bool
     src = np.minimum(src, size - 1)
     if out == size and not exact:
         return x
-    return I.index_select(x, dim, apply("tp.constant", value=src))
+    return indexing.index_select(x, dim, apply("tp.constant", value=src))
 
 
 def _linear_dim(x: Tensor, dim: int, out: int, scale: float | None, align_corners: bool) -> Tensor:
     """Linear interpolation along ``dim``: ``w0 * x[i0] + w1 * x[i1]`` per output position, the
     positions and weights computed in the compute dtype as PyTorch's kernels do."""
-    from . import elementwise as E
-    from . import indexing as I
+    from . import elementwise
+    from . import indexing
 
     size = x.shape[dim]
     cdt = np.dtype(x.dtype.np_dtype)
@@ -658,10 +658,10 @@ def _linear_dim(x: Tensor, dim: int, out: int, scale: float | None, align_corner
     w0 = cdt.type(1) - w1
     shape = [1] * x.ndim
     shape[dim] = out
-    lo = I.index_select(x, dim, apply("tp.constant", value=i0))
-    hi = I.index_select(x, dim, apply("tp.constant", value=i1))
-    return E.add(E.mul(apply("tp.constant", value=w0.reshape(shape)), lo),
-                 E.mul(apply("tp.constant", value=w1.reshape(shape)), hi))
+    lo = indexing.index_select(x, dim, apply("tp.constant", value=i0))
+    hi = indexing.index_select(x, dim, apply("tp.constant", value=i1))
+    return elementwise.add(elementwise.mul(apply("tp.constant", value=w0.reshape(shape)), lo),
+                 elementwise.mul(apply("tp.constant", value=w1.reshape(shape)), hi))
 
 
 @public(top=False, functional=True)
@@ -674,7 +674,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     op = "interpolate"
     x = _tensor(op, input, "input")
     if mode not in _INTERP_MODES:
-        raise AttributeError_(f"{op}: unsupported mode {mode!r}; expected one of "
+        raise OpAttributeError(f"{op}: unsupported mode {mode!r}; expected one of "
                               f"{', '.join(_INTERP_MODES)}")
     if mode in _LINEAR_RANK:
         if x.ndim != _LINEAR_RANK[mode]:
@@ -684,14 +684,14 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
             align_corners = False
     else:
         if align_corners is not None:
-            raise AttributeError_(f"{op}: align_corners option can only be set with the "
+            raise OpAttributeError(f"{op}: align_corners option can only be set with the "
                                   f"interpolating modes: linear | bilinear | bicubic | trilinear")
         if x.ndim not in (3, 4, 5):
             raise ShapeError(f"{op}: Input Error: Only 3D, 4D and 5D input Tensors supported "
                              f"(got {x.ndim}D) for the modes: nearest | linear | bilinear | "
                              f"bicubic | trilinear | area | nearest-exact (got {mode})")
     if antialias:
-        raise AttributeError_(f"{op}: antialias=True is not supported")
+        raise OpAttributeError(f"{op}: antialias=True is not supported")
     if mode == "area" and recompute_scale_factor is None and scale_factor is not None:
         recompute_scale_factor = True
     out, scales = _interp_sizes(x, size, scale_factor, recompute_scale_factor)
@@ -705,24 +705,24 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         return y
     if not x.dtype.is_floating_point:
         raise DTypeError(f"{op}: {mode} mode is not implemented for dtype {x.dtype.name}")
-    from . import elementwise as E
+    from . import elementwise
 
     work = x.dtype.computes_in
-    y = E.cast(x, work) if work is not x.dtype else x
+    y = elementwise.cast(x, work) if work is not x.dtype else x
     for k in reversed(range(len(out))):  # the last dim first, as PyTorch's kernels combine them
         y = _linear_dim(y, k + 2, out[k], scales[k], align_corners)
-    return E.cast(y, x.dtype) if work is not x.dtype else y
+    return elementwise.cast(y, x.dtype) if work is not x.dtype else y
 
 
 def _adaptive_avg_pool3d(x: Tensor, out: tuple[int, ...]) -> Tensor:
     """``area`` resampling of a 5-D input: averaging matrices along each spatial dim."""
-    from . import linalg as L
+    from . import linalg
 
     y = x
     for k in (2, 3, 4):
         m = _averaging_matrix(x.shape[k], out[k - 2], x.dtype)
         y = apply("tp.permute", y, dims=tuple(d for d in range(5) if d != k) + (k,))
-        y = L.matmul(y, apply("tp.permute", m, dims=(1, 0)))
+        y = linalg.matmul(y, apply("tp.permute", m, dims=(1, 0)))
         back = list(range(4))
         back.insert(k, 4)
         y = apply("tp.permute", y, dims=tuple(back))
@@ -744,7 +744,7 @@ def _shuffle_check(op: str, x: Tensor, factor: Any, name: str) -> int:
     if isinstance(factor, bool) or not isinstance(factor, (int, np.integer)):
         raise TypeError(f"{op}(): argument '{name}' must be int, not {type(factor).__name__}")
     if factor <= 0:
-        raise AttributeError_(f"{op}: {name} must be greater than 0, but got {factor}")
+        raise OpAttributeError(f"{op}: {name} must be greater than 0, but got {factor}")
     if x.ndim < 3:
         raise ShapeError(f"{op} expects its input to have at least 3 dimensions, but got input "
                          f"with {x.ndim} dimension(s)")
@@ -790,22 +790,22 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
 
 def _feature_dropout(op: str, input: Any, p: float, training: bool, inplace: bool,
                      mask_shape: tuple[Any, ...]) -> Tensor:
-    from . import creation as C
-    from . import elementwise as E
-    from . import random as RND
+    from . import creation
+    from . import elementwise
+    from . import random
 
     if isinstance(p, bool) or not isinstance(p, (int, float, np.integer, np.floating)):
         raise TypeError(f"{op}(): argument 'p' must be a number, not {type(p).__name__}")
     if p < 0.0 or p > 1.0:
-        raise AttributeError_(f"dropout probability has to be between 0 and 1, but got {p}")
+        raise OpAttributeError(f"dropout probability has to be between 0 and 1, but got {p}")
     x = _tensor(op, input, "input")
     if not training or p == 0.0:
         return x
     if p == 1.0:
-        out = E.mul(x, C.zeros((), dtype=x.dtype))
+        out = elementwise.mul(x, creation.zeros((), dtype=x.dtype))
     else:
-        keep = E.lt(RND.rand(mask_shape, dtype=dt.float32, device=C._device_like(x, None)), 1.0 - p)
-        out = E.mul(x, E.div(E.cast(keep, x.dtype), 1.0 - p))
+        keep = elementwise.lt(random.rand(mask_shape, dtype=dt.float32, device=creation._device_like(x, None)), 1.0 - p)
+        out = elementwise.mul(x, elementwise.div(elementwise.cast(keep, x.dtype), 1.0 - p))
     return x._assign(out) if inplace else out
 
 
@@ -852,8 +852,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     which also moves the running statistics, averaged over the batch, in place) or by the
     running statistics."""
     from .._grad_mode import no_grad
-    from . import elementwise as E
-    from . import reduction as R
+    from . import elementwise
+    from . import reduction
 
     op = "instance_norm"
     x = _tensor(op, input, "input")
@@ -870,48 +870,48 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
             raise ShapeError(f"{op}: expected {name} of size [{c}] (one per channel), but got "
                              f"{format_shape(t.shape)}")
     work = x.dtype.computes_in
-    y = E.cast(x, work) if work is not x.dtype else x
+    y = elementwise.cast(x, work) if work is not x.dtype else x
     dims = tuple(range(2, x.ndim))
     if use_input_stats:
         count = 1
         for d in x.shape[2:]:
             count *= d
         if count <= 1:
-            raise AttributeError_(f"Expected more than 1 spatial element when training, got "
+            raise OpAttributeError(f"Expected more than 1 spatial element when training, got "
                                   f"input size {format_shape(x.shape)}")
-        mean = R.mean(y, dims, keepdim=True)
-        centered = E.sub(y, mean)
-        var = R.mean(E.mul(centered, centered), dims, keepdim=True)
+        mean = reduction.mean(y, dims, keepdim=True)
+        centered = elementwise.sub(y, mean)
+        var = reduction.mean(elementwise.mul(centered, centered), dims, keepdim=True)
         with no_grad():
             if running_mean is not None:
-                batch_mean = R.mean(reshape_to(mean, tuple(x.shape[:2]), op), 0)
-                running_mean._assign(E.cast(E.add(E.mul(running_mean, 1 - momentum),
-                                                  E.mul(batch_mean, momentum)), running_mean.dtype))
+                batch_mean = reduction.mean(reshape_to(mean, tuple(x.shape[:2]), op), 0)
+                running_mean._assign(elementwise.cast(elementwise.add(elementwise.mul(running_mean, 1 - momentum),
+                                                  elementwise.mul(batch_mean, momentum)), running_mean.dtype))
             if running_var is not None:
-                unbiased = E.mul(R.mean(reshape_to(var, tuple(x.shape[:2]), op), 0),
+                unbiased = elementwise.mul(reduction.mean(reshape_to(var, tuple(x.shape[:2]), op), 0),
                                  count / (count - 1))
-                running_var._assign(E.cast(E.add(E.mul(running_var, 1 - momentum),
-                                                 E.mul(unbiased, momentum)), running_var.dtype))
+                running_var._assign(elementwise.cast(elementwise.add(elementwise.mul(running_var, 1 - momentum),
+                                                 elementwise.mul(unbiased, momentum)), running_var.dtype))
     else:
         if running_mean is None or running_var is None:
-            raise AttributeError_(f"{op}: Expected running_mean and running_var to be defined "
+            raise OpAttributeError(f"{op}: Expected running_mean and running_var to be defined "
                                   f"when use_input_stats is false")
-        centered = E.sub(y, reshape_to(E.cast(running_mean, work), cshape, op))
-        var = reshape_to(E.cast(running_var, work), cshape, op)
-    out = E.mul(centered, E.rsqrt(E.add(var, eps)))
+        centered = elementwise.sub(y, reshape_to(elementwise.cast(running_mean, work), cshape, op))
+        var = reshape_to(elementwise.cast(running_var, work), cshape, op)
+    out = elementwise.mul(centered, elementwise.rsqrt(elementwise.add(var, eps)))
     if weight is not None:
-        out = E.mul(out, reshape_to(E.cast(weight, work), cshape, op))
+        out = elementwise.mul(out, reshape_to(elementwise.cast(weight, work), cshape, op))
     if bias is not None:
-        out = E.add(out, reshape_to(E.cast(bias, work), cshape, op))
-    return E.cast(out, x.dtype) if work is not x.dtype else out
+        out = elementwise.add(out, reshape_to(elementwise.cast(bias, work), cshape, op))
+    return elementwise.cast(out, x.dtype) if work is not x.dtype else out
 
 
 @public(functional=True)
 @_amp.policy("fp32", cpu=False)
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps))`` along ``dim`` (the inputs broadcast)."""
-    from . import elementwise as E
-    from . import reduction as R
+    from . import elementwise
+    from . import reduction
     from ._helpers import sqrt_zero_grad
     from .shape import broadcast_tensors
 
@@ -921,17 +921,17 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
         if not t.dtype.is_floating_point:
             raise DTypeError(f"{op}: expected floating point inputs, but got {t.dtype.name}")
     a, b = broadcast_tensors(a, b)
-    na = E.clamp(sqrt_zero_grad(R.sum(E.mul(a, a), dim, keepdim=True)), min=eps)
-    nb = E.clamp(sqrt_zero_grad(R.sum(E.mul(b, b), dim, keepdim=True)), min=eps)
-    return R.sum(E.mul(E.div(a, na), E.div(b, nb)), dim)
+    na = elementwise.clamp(sqrt_zero_grad(reduction.sum(elementwise.mul(a, a), dim, keepdim=True)), min=eps)
+    nb = elementwise.clamp(sqrt_zero_grad(reduction.sum(elementwise.mul(b, b), dim, keepdim=True)), min=eps)
+    return reduction.sum(elementwise.mul(elementwise.div(a, na), elementwise.div(b, nb)), dim)
 
 
 @public(functional=True)
 def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """The ``p``-norm of ``x1 - x2 + eps`` along the last dim."""
-    from . import elementwise as E
-    from . import reduction as R
+    from . import elementwise
+    from . import reduction
     from ._helpers import sqrt_zero_grad
 
     op = "pairwise_distance"
@@ -939,18 +939,18 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     for t in (a, b):
         if not t.dtype.is_floating_point:
             raise DTypeError(f"{op}: expected floating point inputs, but got {t.dtype.name}")
-    diff = E.add(E.sub(a, b), eps)
+    diff = elementwise.add(elementwise.sub(a, b), eps)
     if p == math.inf:
-        return R.amax(E.abs(diff), -1, keepdim)
+        return reduction.amax(elementwise.abs(diff), -1, keepdim)
     if p == -math.inf:
-        return R.amin(E.abs(diff), -1, keepdim)
+        return reduction.amin(elementwise.abs(diff), -1, keepdim)
     if p == 0:
-        return R.sum(E.cast(E.ne(diff, 0), diff.dtype), -1, keepdim)
+        return reduction.sum(elementwise.cast(elementwise.ne(diff, 0), diff.dtype), -1, keepdim)
     if p == 2:
-        return sqrt_zero_grad(R.sum(E.mul(diff, diff), -1, keepdim))
+        return sqrt_zero_grad(reduction.sum(elementwise.mul(diff, diff), -1, keepdim))
     if p == 1:
-        return R.sum(E.abs(diff), -1, keepdim)
-    return E.pow(R.sum(E.pow(E.abs(diff), p), -1, keepdim), 1.0 / p)
+        return reduction.sum(elementwise.abs(diff), -1, keepdim)
+    return elementwise.pow(reduction.sum(elementwise.pow(elementwise.abs(diff), p), -1, keepdim), 1.0 / p)
 
 
 # --- 3-D convolution and pooling ---------------------------------------------------------------
@@ -958,7 +958,7 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
 def _at_least(op: str, name: str, values: tuple[int, ...], minimum: int, what: str) -> tuple[int, ...]:
     """``values``, checked to be ``minimum`` or more (else ``what``, naming them)."""
     if any(v < minimum for v in values):
-        raise AttributeError_(f"{op}: {what}, but got {name}={list(values)}")
+        raise OpAttributeError(f"{op}: {what}, but got {name}={list(values)}")
     return values
 
 
@@ -1019,7 +1019,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise TypeError(f"{op}(): argument 'groups' must be int, not {type(groups).__name__}")
     if groups < 1:
-        raise AttributeError_(f"{op}: non-positive groups is not supported, got groups={groups}")
+        raise OpAttributeError(f"{op}: non-positive groups is not supported, got groups={groups}")
     stride_ = _at_least(op, "stride", _ints(op, "stride", stride, 3), 1,
                         "non-positive stride is not supported")
     dilation_ = _at_least(op, "dilation", _ints(op, "dilation", dilation, 3), 1,
@@ -1071,7 +1071,7 @@ def _pool3d_geometry(op: str, x: Tensor, kernel: tuple[int, ...], stride: tuple[
     _at_least(op, "padding", pad, 0, "pad must be non-negative")
     _at_least(op, "dilation", dilation, 1, "dilation should be greater than zero")
     if any(2 * p > k for p, k in zip(pad, kernel)):
-        raise AttributeError_(f"{op}: pad should be at most half of kernel size, but got "
+        raise OpAttributeError(f"{op}: pad should be at most half of kernel size, but got "
                               f"padding={list(pad)} and kernel_size={list(kernel)}")
     c, sizes = x.shape[1], tuple(x.shape[2:])
     if c == 0 or any(s == 0 for s in sizes):
@@ -1121,19 +1121,19 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         y = apply("tp.max_pool2d", x4, **plane)
         y = apply("tp.max_pool2d", reshape_to(y, (n, c, d, oh * ow), op), **depth)
         return _unbatched(op, reshape_to(y, (n, c, od, oh, ow), op), added)
-    from . import elementwise as E
-    from . import indexing as I
+    from . import elementwise
+    from . import indexing
 
     y, inner = apply("tp.max_pool2d_with_indices", x4, **plane)  # inner: h * W + w
     y, outer = apply("tp.max_pool2d_with_indices", reshape_to(y, (n, c, d, oh * ow), op), **depth)
     # outer = depth * (oH * oW) + the output column: the depth each maximum came from, and
     # its (h, w) position read from the first pool's indices at that depth
-    missing = E.lt(outer, 0)  # dilated windows holding no input element give -1
-    src = E.floor_divide(E.clamp(outer, min=0), oh * ow)
-    inner = I.gather(reshape_to(inner, (n, c, d, oh * ow), op), 2, src)
-    idx = E.add(E.mul(src, h * w), inner)
+    missing = elementwise.lt(outer, 0)  # dilated windows holding no input element give -1
+    src = elementwise.floor_divide(elementwise.clamp(outer, min=0), oh * ow)
+    inner = indexing.gather(reshape_to(inner, (n, c, d, oh * ow), op), 2, src)
+    idx = elementwise.add(elementwise.mul(src, h * w), inner)
     if any(dl > 1 for dl in dilation_):
-        idx = E.where(E.logical_or(missing, E.lt(inner, 0)), -1, idx)
+        idx = elementwise.where(elementwise.logical_or(missing, elementwise.lt(inner, 0)), -1, idx)
     shape = (n, c, od, oh, ow)
     return (_unbatched(op, reshape_to(y, shape, op), added),
             _unbatched(op, reshape_to(idx, shape, op), added))
@@ -1160,7 +1160,7 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                divisor_override: int | None = None) -> Tensor:
     """Mean over 3-D windows of an NCDHW or CDHW input: the window sums (a 2-D sum pool over
     (H, W), then one over the depth) over each window's divisor."""
-    from . import elementwise as E
+    from . import elementwise
 
     op = "avg_pool3d"
     x, added = _batched(op, _tensor(op, input, "input"), 3)
@@ -1172,11 +1172,11 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         raise TypeError(f"{op}(): argument 'divisor_override' must be int, not "
                         f"{type(divisor_override).__name__}")
     if divisor_override == 0:
-        raise AttributeError_(f"{op}: divisor must be not zero")
+        raise OpAttributeError(f"{op}: divisor must be not zero")
     out = _pool3d_geometry(op, x, kernel, stride_, pad, (1, 1, 1), ceil_mode)
     n, c, d, h, w = x.shape
     work = x.dtype.computes_in
-    xw = E.cast(x, work) if work is not x.dtype else x
+    xw = elementwise.cast(x, work) if work is not x.dtype else x
     plane, depth = _pool3d_stages(kernel, stride_, pad, ceil_mode=ceil_mode,
                                   count_include_pad=True, divisor_override=1)
     sums = apply("tp.avg_pool2d", reshape_to(xw, (n, c * d, h, w), op), **plane)
@@ -1192,9 +1192,9 @@ def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
         same = bool((counts == counts.flat[0]).all())
         divisor = int(counts.flat[0]) if same else apply(
             "tp.constant", value=counts.astype(work.np_dtype if work.is_floating_point else np.int64))
-    y = E.div(sums, divisor, rounding_mode="trunc") if work.is_integer else E.div(sums, divisor)
+    y = elementwise.div(sums, divisor, rounding_mode="trunc") if work.is_integer else elementwise.div(sums, divisor)
     if work is not x.dtype:
-        y = E.cast(y, x.dtype)
+        y = elementwise.cast(y, x.dtype)
     return _unbatched(op, y, added)
 
 

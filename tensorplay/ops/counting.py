@@ -17,11 +17,11 @@ import numpy as np
 from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
-from ..dialects.tp.errors import AttributeError_, DTypeError, ShapeError
-from . import creation as C
-from . import elementwise as E
-from . import reduction as R
-from . import shape as S
+from ..dialects.tp.errors import OpAttributeError, DTypeError, ShapeError
+from . import creation
+from . import elementwise
+from . import reduction
+from . import shape as shape_ops
 from ._helpers import as_tensor_arg, is_scalar, scalar_tensor
 from ._public import exported, public
 
@@ -34,7 +34,7 @@ def _int_arg(op: str, name: str, value: Any) -> int:
 
 def _add_into(size: int, dtype: dt.DType, at: Tensor, values: Tensor, like: Tensor) -> Tensor:
     """``size`` zeros of ``dtype`` with ``values`` added at the int64 positions ``at``."""
-    zeros = C.zeros(size, dtype=dtype, device=like.device)
+    zeros = creation.zeros(size, dtype=dtype, device=like.device)
     return apply("tp.index_put", zeros, values, at, dims=(0,), accumulate=True)
 
 
@@ -50,23 +50,23 @@ def bincount(input: Any, weights: Any = None, minlength: int = 0) -> Tensor:
     if x.ndim != 1:
         raise ShapeError("bincount: bincount only supports 1-d non-negative integral inputs.")
     if minlength < 0:
-        raise AttributeError_("bincount: minlength should be >= 0")
+        raise OpAttributeError("bincount: minlength should be >= 0")
     w = None
     if weights is not None:
         w = as_tensor_arg(weights, "bincount", "weights")
         if w.ndim != 1 or w.shape[0] != x.shape[0]:
             raise ShapeError("bincount: weights should be 1-d and have the same length as input")
     if x.numel() == 0:  # PyTorch gives int64 zeros here, weights or not
-        return C.zeros(minlength, dtype=dt.int64, device=x.device)
-    low, high = S.stack([R.amin(x), R.amax(x)]).tolist()
+        return creation.zeros(minlength, dtype=dt.int64, device=x.device)
+    low, high = shape_ops.stack([reduction.amin(x), reduction.amax(x)]).tolist()
     if low < 0:
-        raise AttributeError_("bincount: bincount only supports 1-d non-negative integral inputs.")
+        raise OpAttributeError("bincount: bincount only supports 1-d non-negative integral inputs.")
     size = max(int(high) + 1, minlength)
-    at = E.cast(x, dt.int64)
+    at = elementwise.cast(x, dt.int64)
     if w is None:
-        return _add_into(size, dt.int64, at, C.ones(x.shape[0], dtype=dt.int64, device=x.device), x)
+        return _add_into(size, dt.int64, at, creation.ones(x.shape[0], dtype=dt.int64, device=x.device), x)
     out_dtype = dt.float32 if w.dtype is dt.float32 else dt.float64
-    return _add_into(size, out_dtype, at, E.cast(w, out_dtype), x)
+    return _add_into(size, out_dtype, at, elementwise.cast(w, out_dtype), x)
 
 
 @public(method=True)
@@ -83,26 +83,26 @@ def histc(input: Any, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     if not x.dtype.is_floating_point:
         raise DTypeError(f"histc: not implemented for dtype {x.dtype.name}; expected a floating-point tensor")
     if bins <= 0:
-        raise AttributeError_(f"histc: bins must be > 0, but got {bins}")
+        raise OpAttributeError(f"histc: bins must be > 0, but got {bins}")
     left, right = float(min), float(max)
-    flat = S.reshape_to(x, (x.numel(),), "histc")
+    flat = shape_ops.reshape_to(x, (x.numel(),), "histc")
     if left == right and x.numel() != 0:
-        left, right = (float(v) for v in S.stack([R.amin(flat), R.amax(flat)]).tolist())
+        left, right = (float(v) for v in shape_ops.stack([reduction.amin(flat), reduction.amax(flat)]).tolist())
     if left == right:
         left, right = left - 1, right + 1
     if not (math.isfinite(left) and math.isfinite(right)):
-        raise AttributeError_(f"histc: range of [{left:g}, {right:g}] is not finite")
+        raise OpAttributeError(f"histc: range of [{left:g}, {right:g}] is not finite")
     if not left < right:
-        raise AttributeError_("histc: max must be larger than min")
+        raise OpAttributeError("histc: max must be larger than min")
     if x.numel() == 0:
-        return C.zeros(bins, dtype=x.dtype, device=x.device)
+        return creation.zeros(bins, dtype=x.dtype, device=x.device)
     # the edges in the input's dtype, and each step rounded to it, as PyTorch's kernel
     lo, hi = scalar_tensor(left, x.dtype), scalar_tensor(right, x.dtype)
-    inside = E.logical_and(E.ge(flat, lo), E.le(flat, hi))
-    scaled = E.div(E.mul(E.sub(flat, lo), bins), E.sub(hi, lo))
+    inside = elementwise.logical_and(elementwise.ge(flat, lo), elementwise.le(flat, hi))
+    scaled = elementwise.div(elementwise.mul(elementwise.sub(flat, lo), bins), elementwise.sub(hi, lo))
     zero = scalar_tensor(0, x.dtype)
-    at = E.minimum(E.cast(E.where(inside, scaled, zero), dt.int64), bins - 1)
-    return _add_into(bins, x.dtype, at, E.cast(inside, x.dtype), x)
+    at = elementwise.minimum(elementwise.cast(elementwise.where(inside, scaled, zero), dt.int64), bins - 1)
+    return _add_into(bins, x.dtype, at, elementwise.cast(inside, x.dtype), x)
 
 
 __all__ = exported(__name__)  # the names declared @public above

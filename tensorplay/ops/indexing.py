@@ -454,8 +454,8 @@ def _scatter(op: str, input: Any, dim: int, index: Tensor, src: Any, accumulate:
     """``input`` with ``src`` written (or added) along ``dim`` at ``index``: element ``pos`` of
     ``src`` (within ``index``'s shape) goes to ``pos`` with its ``dim`` coordinate replaced by
     ``index[pos]``, as a ``tp.index_put`` over all dims."""
-    from . import creation as C
-    from . import shape as S
+    from . import creation
+    from . import shape as shape_ops
 
     x = as_tensor_arg(input, op)
     if not isinstance(index, Tensor) or index.dtype not in (dt.int64, dt.int32):
@@ -463,9 +463,9 @@ def _scatter(op: str, input: Any, dim: int, index: Tensor, src: Any, accumulate:
     if index.ndim != x.ndim and not (x.ndim == 0 and index.ndim <= 1):
         raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as self tensor")
     if x.ndim == 0:
-        x1 = S.reshape(x, (1,))
-        return S.reshape(_scatter(op, x1, 0, S.reshape(index, (-1,)), src if not isinstance(src, Tensor)
-                                  else S.reshape(src, (-1,)), accumulate), ())
+        x1 = shape_ops.reshape(x, (1,))
+        return shape_ops.reshape(_scatter(op, x1, 0, shape_ops.reshape(index, (-1,)), src if not isinstance(src, Tensor)
+                                  else shape_ops.reshape(src, (-1,)), accumulate), ())
     d = normalize_dim(op, dim, x.ndim)
     shape = tuple(index.shape)
     if isinstance(src, Tensor):
@@ -478,18 +478,18 @@ def _scatter(op: str, input: Any, dim: int, index: Tensor, src: Any, accumulate:
         if tuple(src.shape) != shape:
             values = apply("tp.slice", src, starts=(0,) * src.ndim, ends=shape, steps=(1,) * src.ndim)
         if values.dtype is not x.dtype:
-            from . import elementwise as E
+            from . import elementwise
 
-            values = E.cast(values, x.dtype)
+            values = elementwise.cast(values, x.dtype)
     else:
-        values = C.full(shape, src, dtype=x.dtype, device=x.device)
+        values = creation.full(shape, src, dtype=x.dtype, device=x.device)
     coords = []
     for k in range(x.ndim):
         if k == d:
             coords.append(index)
             continue
-        pos = C.arange(shape[k], dtype=index.dtype, device=x.device)
-        coords.append(S.expand(S.reshape(pos, tuple(-1 if j == k else 1 for j in range(x.ndim))), shape))
+        pos = creation.arange(shape[k], dtype=index.dtype, device=x.device)
+        coords.append(shape_ops.expand(shape_ops.reshape(pos, tuple(-1 if j == k else 1 for j in range(x.ndim))), shape))
     return apply("tp.index_put", x, values, *coords, dims=tuple(range(x.ndim)), accumulate=accumulate)
 
 

@@ -22,8 +22,8 @@ from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp.errors import DTypeError, ShapeError
 from ..dialects.tp.shapes import format_shape
-from . import elementwise as E
-from . import reduction as R
+from . import elementwise
+from . import reduction
 from .shape import reshape_to, slice_dim
 from ._public import exported, public
 
@@ -111,7 +111,7 @@ def inner(input: Any, other: Any) -> Tensor:
     """Sum of products over the last dims; a 0-d operand scales the other."""
     a, b = _tensor("inner", input, "input", 1), _tensor("inner", other, "other", 2)
     if a.ndim == 0 or b.ndim == 0:
-        return E.mul(a, b)
+        return elementwise.mul(a, b)
     if a.shape[-1] != b.shape[-1]:
         raise ShapeError(f"inner: inner() the last dimension must match on both input tensors "
                          f"but got shapes {format_shape(a.shape)} and {format_shape(b.shape)}")
@@ -127,7 +127,7 @@ def outer(input: Any, vec2: Any) -> Tensor:
     for name, v in (("self", a), ("vec2", b)):
         if v.ndim != 1:
             raise ShapeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
-    return E.mul(reshape_to(a, (a.shape[0], 1), "outer"), reshape_to(b, (1, b.shape[0]), "outer"))
+    return elementwise.mul(reshape_to(a, (a.shape[0], 1), "outer"), reshape_to(b, (1, b.shape[0]), "outer"))
 
 
 # --- einsum ------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ def _diagonals(x: Tensor, labels: list[Any], index: int) -> tuple[Tensor, list[A
 def _contract_pair(a: Tensor, b: Tensor, sum_dims: list[int]) -> Tensor:
     """Product of two aligned operands summed over ``sum_dims``, as one batched matmul."""
     if not sum_dims:
-        return E.mul(a, b)
+        return elementwise.mul(a, b)
     rank = a.ndim
     batch, left, right, ones = [], [], [], []
     for d in range(rank):
@@ -361,7 +361,7 @@ def einsum(*args: Any) -> Tensor:
     if len(aligned) == 1:
         result = aligned[0]
         if contracted:
-            result = R.sum(result, contracted)
+            result = reduction.sum(result, contracted)
         return reshape_to(result, out_shape, "einsum")
 
     # How many operands still hold each contracted dim with a size other than 1.
@@ -369,7 +369,7 @@ def einsum(*args: Any) -> Tensor:
     for k, x in enumerate(aligned):
         private = [d for d in contracted if x.shape[d] != 1 and holders[d] == 1]
         if private:
-            aligned[k] = R.sum(x, private, keepdim=True)
+            aligned[k] = reduction.sum(x, private, keepdim=True)
             for d in private:
                 holders[d] = 0
     result = aligned[0]
@@ -384,9 +384,9 @@ def einsum(*args: Any) -> Tensor:
                     holders[d] = 0
             elif holders[d] == 1 and (in_a or in_b):
                 if in_a:
-                    result = R.sum(result, [d], keepdim=True)
+                    result = reduction.sum(result, [d], keepdim=True)
                 else:
-                    b = R.sum(b, [d], keepdim=True)
+                    b = reduction.sum(b, [d], keepdim=True)
                 holders[d] = 0
         result = _contract_pair(result, b, sum_dims)
     return reshape_to(result, out_shape, "einsum")
@@ -402,49 +402,49 @@ _CDIST_MODES = {
 def _guarded_pow(v: Tensor, exponent: float) -> Tensor:
     """``v ** exponent`` for ``v >= 0`` whose gradient is 0 (not NaN) where ``v`` is 0, as
     PyTorch's cdist backward; the plain power when nothing is recorded."""
-    from . import creation as C
+    from . import creation
     from ._helpers import tracking
 
     if not tracking(v):
-        return E.pow(v, exponent)
-    zero = E.eq(v, 0)
-    return E.where(zero, E.mul(v, 0), E.pow(E.where(zero, C.ones((), dtype=v.dtype), v), exponent))
+        return elementwise.pow(v, exponent)
+    zero = elementwise.eq(v, 0)
+    return elementwise.where(zero, elementwise.mul(v, 0), elementwise.pow(elementwise.where(zero, creation.ones((), dtype=v.dtype), v), exponent))
 
 
 def _euclidean_by_matmul(a: Tensor, b: Tensor) -> Tensor:
     """Distances from ``|a|^2 - 2 a.b + |b|^2``, one batched product of padded operands."""
-    from . import creation as C
+    from . import creation
     from ._helpers import sqrt_zero_grad
     from .shape import cat, transpose
 
-    a_norm = R.sum(E.mul(a, a), -1, True)
-    b_norm = R.sum(E.mul(b, b), -1, True)
-    left = cat([E.mul(a, -2), a_norm, C.ones_like(a_norm)], -1)
-    right = cat([b, C.ones_like(b_norm), b_norm], -1)
-    return sqrt_zero_grad(E.clamp(matmul(left, transpose(right, -1, -2)), min=0))
+    a_norm = reduction.sum(elementwise.mul(a, a), -1, True)
+    b_norm = reduction.sum(elementwise.mul(b, b), -1, True)
+    left = cat([elementwise.mul(a, -2), a_norm, creation.ones_like(a_norm)], -1)
+    right = cat([b, creation.ones_like(b_norm), b_norm], -1)
+    return sqrt_zero_grad(elementwise.clamp(matmul(left, transpose(right, -1, -2)), min=0))
 
 
 def _pairwise(a: Tensor, b: Tensor, p: float) -> Tensor:
     """p-norms of every difference of a row of ``a`` and a row of ``b``."""
     import math
 
-    from . import creation as C
+    from . import creation
     from ._helpers import sqrt_zero_grad
     from .shape import unsqueeze
 
-    diff = E.sub(unsqueeze(a, -2), unsqueeze(b, -3))
+    diff = elementwise.sub(unsqueeze(a, -2), unsqueeze(b, -3))
     if p == 0:  # the nonzero count (NaN counts), through sign so the gradient is 0, as PyTorch's
-        nonzero = E.abs(E.sign(diff))
-        return R.sum(E.where(E.isnan(nonzero), C.ones((), dtype=diff.dtype), nonzero), -1)
+        nonzero = elementwise.abs(elementwise.sign(diff))
+        return reduction.sum(elementwise.where(elementwise.isnan(nonzero), creation.ones((), dtype=diff.dtype), nonzero), -1)
     if p == math.inf:
         if diff.shape[-1] == 0:  # no columns: every distance is 0 (a sum over nothing)
-            return R.sum(E.abs(diff), -1)
-        return R.amax(E.abs(diff), -1)
+            return reduction.sum(elementwise.abs(diff), -1)
+        return reduction.amax(elementwise.abs(diff), -1)
     if p == 1:
-        return R.sum(E.abs(diff), -1)
+        return reduction.sum(elementwise.abs(diff), -1)
     if p == 2:
-        return sqrt_zero_grad(R.sum(E.mul(diff, diff), -1))
-    return _guarded_pow(R.sum(_guarded_pow(E.abs(diff), p), -1), 1.0 / p)
+        return sqrt_zero_grad(reduction.sum(elementwise.mul(diff, diff), -1))
+    return _guarded_pow(reduction.sum(_guarded_pow(elementwise.abs(diff), p), -1), 1.0 / p)
 
 
 @public

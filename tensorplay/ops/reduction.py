@@ -21,8 +21,8 @@ from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import DTypeError, ShapeError
 from ..dialects.tp.ops.reduction import reduction_dims
-from . import elementwise as E
-from . import shape as S
+from . import elementwise
+from . import shape as shape_ops
 from ._helpers import as_tensor_arg, int_tuple, is_scalar, sqrt_zero_grad, tracking
 from ._public import exported, public, REDUCTION, REDUCTION_DDOF
 
@@ -106,7 +106,7 @@ def _extremum(op: str, input: Any, dim: Any, keepdim: bool, other: Any) -> Any:
     if other is None and isinstance(dim, (Tensor, np.ndarray)):
         other = dim
     if other is not None:
-        return E.maximum(input, other) if op == "max" else E.minimum(input, other)
+        return elementwise.maximum(input, other) if op == "max" else elementwise.minimum(input, other)
     x = as_tensor_arg(input, op)
     reduce_op, arg_op, result = (("tp.amax", "tp.argmax", _MaxResult) if op == "max"
                                  else ("tp.amin", "tp.argmin", _MinResult))
@@ -117,9 +117,9 @@ def _extremum(op: str, input: Any, dim: Any, keepdim: bool, other: Any) -> Any:
         return result(apply(reduce_op, x, dims=(d,), keepdim=keepdim), apply(arg_op, x, dim=d, keepdim=keepdim))
     # the gradient goes to the element the index names, as PyTorch's max(dim)
     index = apply(arg_op, x, dim=d, keepdim=keepdim)
-    at = index if keepdim or x.ndim == 0 else S.unsqueeze(index, d)
+    at = index if keepdim or x.ndim == 0 else shape_ops.unsqueeze(index, d)
     values = apply("tp.gather", x, at, dim=d) if x.ndim else x
-    return result(values if keepdim or x.ndim == 0 else S.squeeze(values, d), index)
+    return result(values if keepdim or x.ndim == 0 else shape_ops.squeeze(values, d), index)
 
 
 @public(method=True)
@@ -190,8 +190,8 @@ def std(input: Any, dim: Any = None, unbiased: Any = None, keepdim: bool = False
     x = as_tensor_arg(input, "std")
     work = x.dtype.computes_in
     if work is not x.dtype:
-        out = E.sqrt(_var("std", E.cast(x, work), dim, unbiased, keepdim, correction))
-        return E.cast(out, x.dtype)
+        out = elementwise.sqrt(_var("std", elementwise.cast(x, work), dim, unbiased, keepdim, correction))
+        return elementwise.cast(out, x.dtype)
     return sqrt_zero_grad(_var("std", x, dim, unbiased, keepdim, correction))
 
 
@@ -272,14 +272,14 @@ def _check_nonempty_norm(x: Tensor, dims: tuple[int, ...] | None, p: float) -> N
 def _vector_norm(x: Tensor, p: float, dims: tuple[int, ...] | None, keepdim: bool) -> Tensor:
     if p == math.inf or p == -math.inf:
         _check_nonempty_norm(x, dims, p)
-        return (amax if p > 0 else amin)(E.abs(x), dims or (), keepdim)
+        return (amax if p > 0 else amin)(elementwise.abs(x), dims or (), keepdim)
     if p == 0:
-        return sum(E.cast(E.ne(x, 0), x.dtype), dims, keepdim)
+        return sum(elementwise.cast(elementwise.ne(x, 0), x.dtype), dims, keepdim)
     if p == 1:
-        return sum(E.abs(x), dims, keepdim)
+        return sum(elementwise.abs(x), dims, keepdim)
     if p == 2:
-        return E.sqrt(sum(E.mul(x, x), dims, keepdim))
-    return E.pow(sum(E.pow(E.abs(x), p), dims, keepdim), 1.0 / p)
+        return elementwise.sqrt(sum(elementwise.mul(x, x), dims, keepdim))
+    return elementwise.pow(sum(elementwise.pow(elementwise.abs(x), p), dims, keepdim), 1.0 / p)
 
 
 @public(method=True)
@@ -296,7 +296,7 @@ def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
         if not target.is_floating_point or dt.promote_types(x.dtype, target) is not target:
             raise DTypeError(f"norm: the dtype of the input ({x.dtype.name}) should be convertible "
                              f"without narrowing to the specified dtype ({target.name})")
-        x = E.cast(x, target)
+        x = elementwise.cast(x, target)
     if isinstance(p, str):
         if p != "fro":
             raise ValueError(f"norm: order {p!r} is not supported; use a number, inf, -inf or "
@@ -308,7 +308,7 @@ def norm(input: Any, p: Any = "fro", dim: Any = None, keepdim: bool = False,
         raise TypeError(f"norm(): argument 'p' must be a number or 'fro', not {type(p).__name__}")
     work = x.dtype.computes_in
     if work is not x.dtype:  # half types accumulate in float32 and round once, as PyTorch does
-        return E.cast(_vector_norm(E.cast(x, work), float(p), dims, keepdim), x.dtype)
+        return elementwise.cast(_vector_norm(elementwise.cast(x, work), float(p), dims, keepdim), x.dtype)
     return _vector_norm(x, float(p), dims, keepdim)
 
 

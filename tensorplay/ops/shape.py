@@ -22,7 +22,7 @@ from .._grad_mode import is_grad_enabled
 from .._tensor import Size, Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp import symbolic as sym
-from ..dialects.tp.errors import AttributeError_, DimError, ShapeError
+from ..dialects.tp.errors import OpAttributeError, DimError, ShapeError
 from ..dialects.tp.ops.shape import SLICE_END
 from ..dialects.tp.shapes import broadcast_shapes as _broadcast_shapes
 from ..dialects.tp.shapes import format_shape, normalize_dim, normalize_dims
@@ -752,7 +752,7 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
     """The ``n``-th forward difference along ``dim`` (``out[i] = x[i + 1] - x[i]``, applied
     ``n`` times; bool tensors give ``x[i + 1] != x[i]``), after joining ``prepend`` and
     ``append`` to ``input`` along ``dim``."""
-    from . import elementwise as E
+    from . import elementwise
 
     x = _tensor(input, "diff")
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
@@ -760,7 +760,7 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
     if x.ndim == 0:
         raise ShapeError("diff: diff expects input to be at least one-dimensional")
     if n < 0:
-        raise AttributeError_(f"diff: order must be non-negative but got {n}")
+        raise OpAttributeError(f"diff: order must be non-negative but got {n}")
     d = normalize_dim("diff", dim, x.ndim)
     parts = [x]
     for name, extra in (("prepend", prepend), ("append", append)):
@@ -776,7 +776,7 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Tensor | None = None,
         size = out.shape[d]
         length = size - 1 if size > 0 else 0
         later, earlier = slice_dim(out, d, 1, SLICE_END), slice_dim(out, d, 0, length)
-        out = E.logical_xor(later, earlier) if out.dtype.is_bool else E.sub(later, earlier)
+        out = elementwise.logical_xor(later, earlier) if out.dtype.is_bool else elementwise.sub(later, earlier)
     return _copy_if_same(out, x)
 
 
@@ -785,7 +785,7 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     """Matrices with the last dim of ``input`` on their diagonal (``offset`` above it when
     positive, below when negative) and zeros elsewhere, in the plane of the result's dims
     ``dim1`` (rows) and ``dim2`` (columns)."""
-    from . import elementwise as E
+    from . import elementwise
     from .creation import arange, zeros
 
     x = _tensor(input, "diag_embed")
@@ -801,9 +801,9 @@ def diag_embed(input: Any, offset: int = 0, dim1: int = -2, dim2: int = -1) -> T
     if k:
         x = cat([x, zeros(*x.shape[:-1], k, dtype=x.dtype, device=x.device)], -1)
     steps = arange(n, device=x.device)
-    on_diagonal = E.eq(E.sub(unsqueeze(steps, 0), unsqueeze(steps, 1)), offset)  # [row, col]: col - row
+    on_diagonal = elementwise.eq(elementwise.sub(unsqueeze(steps, 0), unsqueeze(steps, 1)), offset)  # [row, col]: col - row
     values = unsqueeze(x, -1) if offset >= 0 else unsqueeze(x, -2)  # row i (col i) holds element i
-    out = E.where(on_diagonal, values, False if x.dtype.is_bool else 0)
+    out = elementwise.where(on_diagonal, values, False if x.dtype.is_bool else 0)
     return movedim(out, (x.ndim - 1, x.ndim), (d1, d2))
 
 
@@ -867,7 +867,7 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
     (or one count for all); ``output_size``, the result's length along ``dim``, saves
     reading the counts' sum. ``repeat_interleave(repeats)`` repeats the indices
     ``0..len(repeats)-1``."""
-    from . import elementwise as E
+    from . import elementwise
     from .creation import arange
     from .reduction import cumsum
     from .sorting import searchsorted
@@ -910,7 +910,7 @@ def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, *
         raise ShapeError(f"repeat_interleave(): repeats must have the same size as input along dim, but got "
                          f"repeats.size(0) = {repeats.shape[0]} and input.size({d}) = {n}")
     if output_size is None:
-        if bool(E.lt(repeats, 0).any()):
+        if bool(elementwise.lt(repeats, 0).any()):
             raise ValueError("repeat_interleave(): repeats can not be negative")
         output_size = int(repeats.sum())
     ends = cumsum(repeats.to(dt.int64), 0)

@@ -18,8 +18,8 @@ from .._dispatch import apply
 from .._tensor import Tensor
 from ..dialects.tp import dtypes as dt
 from ..dialects.tp.errors import DTypeError, ShapeError
-from . import elementwise as E
-from . import reduction as RD
+from . import elementwise
+from . import reduction
 from ._helpers import as_tensor_arg, is_scalar
 from ._public import exported, public
 
@@ -120,8 +120,8 @@ def _counted(op: str, boundaries: Tensor, values: Tensor, right: bool, out_int32
                              f"tensor {list(boundaries.shape)} and input value tensor {list(values.shape)}")
         seq = boundaries.unsqueeze(-2)
         v = values.unsqueeze(-1)
-    above = E.gt(seq, v) if right else E.ge(seq, v)
-    return RD.sum(E.logical_not(above), -1, dtype=dt.int32 if out_int32 else dt.int64)
+    above = elementwise.gt(seq, v) if right else elementwise.ge(seq, v)
+    return reduction.sum(elementwise.logical_not(above), -1, dtype=dt.int32 if out_int32 else dt.int64)
 
 
 @public
@@ -171,15 +171,15 @@ def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any
     """The lower median along ``dim`` (of all elements when ``dim`` is None) and its index:
     the element at position ``(n - 1) // 2`` of the sorted values, counting only non-NaN
     values for ``nanmedian``; ``median`` of a row holding NaN is NaN, at the first NaN's index."""
-    from . import shape as S
+    from . import shape as shape_ops
 
     x = _tensor(op, input)
     if dim is None:
         if x.numel() == 0:
             if not x.dtype.is_floating_point:
                 raise ValueError(f"{op}(): the median of an empty {x.dtype.name} tensor is undefined")
-            return E.cast(E.div(RD.sum(x), 0.0), x.dtype)  # NaN, as PyTorch
-        return _median(op, S.reshape(x, (-1,)), 0, False, skip_nan).values
+            return elementwise.cast(elementwise.div(reduction.sum(x), 0.0), x.dtype)  # NaN, as PyTorch
+        return _median(op, shape_ops.reshape(x, (-1,)), 0, False, skip_nan).values
     d = _int(op, "dim", dim)
     keepdim = _bool(op, "keepdim", keepdim)
     rank = x.ndim
@@ -187,7 +187,7 @@ def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any
 
     d = normalize_dim(op, d, max(rank, 1))
     if rank == 0:
-        x = S.reshape(x, (1,))
+        x = shape_ops.reshape(x, (1,))
     n = x.shape[d]
     if n == 0:
         raise ShapeError(f"{op}(): expected reduction dim {d} to have non-zero size")
@@ -195,11 +195,11 @@ def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any
     shape = list(x.shape)
     shape[d] = 1
     if x.dtype.is_floating_point:
-        nans = RD.sum(E.isnan(x), d, keepdim=True)
+        nans = reduction.sum(elementwise.isnan(x), d, keepdim=True)
         if skip_nan:
-            k = E.floor_divide(E.clamp(E.sub(n - 1, nans), min=0), 2)
+            k = elementwise.floor_divide(elementwise.clamp(elementwise.sub(n - 1, nans), min=0), 2)
         else:
-            k = E.where(E.gt(nans, 0), E.sub(n, nans), (n - 1) // 2)
+            k = elementwise.where(elementwise.gt(nans, 0), elementwise.sub(n, nans), (n - 1) // 2)
     else:
         from .creation import full
 
@@ -207,7 +207,7 @@ def _median(op: str, input: Any, dim: Any, keepdim: bool, skip_nan: bool) -> Any
     index = apply("tp.gather", order, k, dim=d)
     values = apply("tp.gather", x, index, dim=d)
     if not keepdim or rank == 0:
-        values, index = S.squeeze(values, d), S.squeeze(index, d)
+        values, index = shape_ops.squeeze(values, d), shape_ops.squeeze(index, d)
     result = _MedianResult if op == "median" else _NanmedianResult
     return result(values, index)
 

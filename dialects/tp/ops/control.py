@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import symbolic as sym
-from ..errors import AttributeError_, OpError, ShapeError
+from ..errors import OpAttributeError, OpError, ShapeError
 from ..registry import Attr, AttrKind, Op, Operand, register, signature_of
 from ..types import TensorType
 
@@ -72,10 +72,10 @@ class Scan(Op):
         nc, nx, nk = scan_layout(len(types), attrs)
         length = attrs["length"]
         if nc < 0 or nx < 0 or nk < 0:
-            raise self.error(AttributeError_, f"num_carries={nc} and num_xs={nx} do not fit its {len(types)} "
+            raise self.error(OpAttributeError, f"num_carries={nc} and num_xs={nx} do not fit its {len(types)} "
                                               f"operand(s)")
         if not sym.is_symbolic(length) and length < 0:
-            raise self.error(AttributeError_, f"length must be at least 0, got {length}")
+            raise self.error(OpAttributeError, f"length must be at least 0, got {length}")
         if len(body.inputs) != len(types):
             raise self.error(OpError, f"body @{body.name} takes {len(body.inputs)} argument(s), but the loop "
                                       f"passes {len(types)} ({nc} carried, {nx} per step, {nk} invariant)")

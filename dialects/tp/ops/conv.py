@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import dtypes as dt
-from ..errors import AttributeError_, DTypeError, ShapeError
-from . import _grad as G
+from ..errors import OpAttributeError, DTypeError, ShapeError
+from . import _grad
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape
 from .._lazy import lazy
@@ -69,11 +69,11 @@ def _scatter_to_indices(ctx: RuleContext, g: Any, indices: Any) -> Any:
     (index -1) gives none."""
     (n, c, h, w), _ = ctx.input_meta[0]
     if windows_may_miss_input((h, w), ctx.attrs):
-        missing = ctx.apply_op("tp.lt", indices, G.scalar(ctx, 0, indices))
-        g = G.where(ctx, missing, 0.0, g)
-        indices = G.where(ctx, missing, 0, indices)
-    batch = G.arange(ctx, n, dt.int64, g).reshape(n, 1, 1, 1)
-    channel = G.arange(ctx, c, dt.int64, g).reshape(1, c, 1, 1)
+        missing = ctx.apply_op("tp.lt", indices, _grad.scalar(ctx, 0, indices))
+        g = _grad.where(ctx, missing, 0.0, g)
+        indices = _grad.where(ctx, missing, 0, indices)
+    batch = _grad.arange(ctx, n, dt.int64, g).reshape(n, 1, 1, 1)
+    channel = _grad.arange(ctx, c, dt.int64, g).reshape(1, c, 1, 1)
     shape = tuple(indices.shape)
     zero = ctx.zeros((n, c, h * w), g.dtype, g)
     out = ctx.apply_op("tp.index_put", zero, g, batch.expand(shape), channel.expand(shape), indices,
@@ -102,13 +102,13 @@ def _tiled_max_grad(ctx: RuleContext, x: Any, y: Any, g: Any, kernel: tuple[int,
     xw = x.reshape(n, c, oh, kh, ow, kw)
     yw = y.reshape(n, c, oh, 1, ow, 1)
     hit = ctx.apply_op("tp.eq", xw, yw)
-    tap = (G.arange(ctx, kh, dt.int32, g).reshape(1, 1, 1, kh, 1, 1) * kw
-           + G.arange(ctx, kw, dt.int32, g).reshape(1, 1, 1, 1, 1, kw))
-    first = ctx.apply_op("tp.amin", G.where(ctx, hit, tap, kh * kw), dims=(3, 5), keepdim=True)
-    last_nan = ctx.apply_op("tp.amax", G.where(ctx, ctx.apply_op("tp.isnan", xw), tap, -1), dims=(3, 5),
+    tap = (_grad.arange(ctx, kh, dt.int32, g).reshape(1, 1, 1, kh, 1, 1) * kw
+           + _grad.arange(ctx, kw, dt.int32, g).reshape(1, 1, 1, 1, 1, kw))
+    first = ctx.apply_op("tp.amin", _grad.where(ctx, hit, tap, kh * kw), dims=(3, 5), keepdim=True)
+    last_nan = ctx.apply_op("tp.amax", _grad.where(ctx, ctx.apply_op("tp.isnan", xw), tap, -1), dims=(3, 5),
                             keepdim=True)
-    first = ctx.apply_op("tp.where", ctx.apply_op("tp.ge", last_nan, G.scalar(ctx, 0, last_nan)), last_nan, first)
-    gw = G.where(ctx, ctx.apply_op("tp.eq", tap, first), g.reshape(n, c, oh, 1, ow, 1), 0.0)
+    first = ctx.apply_op("tp.where", ctx.apply_op("tp.ge", last_nan, _grad.scalar(ctx, 0, last_nan)), last_nan, first)
+    gw = _grad.where(ctx, ctx.apply_op("tp.eq", tap, first), g.reshape(n, c, oh, 1, ow, 1), 0.0)
     gx = gw.reshape(n, c, oh * kh, ow * kw)
     if cropped:
         gx = ctx.apply_op("tp.pad", gx, low=(0, 0, 0, 0), high=(0, 0, h - oh * kh, w - ow * kw))
@@ -140,10 +140,10 @@ class _Spatial(Op):
     def ints(self, attrs: dict[str, Any], name: str, length: int, minimum: int, what: str) -> tuple[int, ...]:
         values = attrs[name]
         if len(values) != length:
-            raise self.error(AttributeError_, f"attribute '{name}' needs {length} ints, got "
+            raise self.error(OpAttributeError, f"attribute '{name}' needs {length} ints, got "
                                               f"{list(values)}")
         if any(v < minimum for v in values):
-            raise self.error(AttributeError_, f"{what}, but got {name}={list(values)}")
+            raise self.error(OpAttributeError, f"{what}, but got {name}={list(values)}")
         return values
 
     def check_input(self, t: TensorType) -> None:
@@ -230,7 +230,7 @@ class Conv2d(_Spatial):
         dilation = self.ints(attrs, "dilation", 2, 1, "dilation should be greater than zero")
         groups = attrs["groups"]
         if groups < 1:
-            raise self.error(AttributeError_, f"non-positive groups is not supported, got "
+            raise self.error(OpAttributeError, f"non-positive groups is not supported, got "
                                               f"groups={groups}")
         n, c, h, wd = x.shape
         o, cg, kh, kw = w.shape
@@ -347,7 +347,7 @@ class _Pool2d(_Spatial):
         dilation = self.ints(attrs, "dilation", 2, 1, "dilation should be greater than zero") \
             if self.has_dilation else (1, 1)
         if any(2 * p > k for p, k in zip(pad, kernel)):
-            raise self.error(AttributeError_, f"pad should be at most half of kernel size, but got "
+            raise self.error(OpAttributeError, f"pad should be at most half of kernel size, but got "
                                               f"padding={list(pad)} and kernel_size={list(kernel)}")
         n, c, h, w = t.shape
         if any(d is not None and sym.eq(d, 0, f"{self.name} input size") for d in (c, h, w)):
@@ -512,7 +512,7 @@ class AvgPool2d(_Pool2d):
         oh, ow = g.shape[2], g.shape[3]
         # (made in the gradient's dtype: a float64 constant would not compile for Vulkan)
         div = self.divisors((h, w), (oh, ow), ctx.attrs).astype(g.dtype.np_dtype)
-        share = g / G.on(ctx.apply_op("tp.constant", value=div), g)
+        share = g / _grad.on(ctx.apply_op("tp.constant", value=div), g)
         hp = max(h + 2 * ph, (oh - 1) * sh + kh)
         wp = max(w + 2 * pw, (ow - 1) * sw + kw)
         acc = ctx.zeros((n, c, hp, wp), g.dtype, g)
@@ -528,7 +528,7 @@ class AvgPool2d(_Pool2d):
         if not (t.dtype.is_floating_point or t.dtype is dt.int64):
             raise self.error(DTypeError, f"not implemented for dtype {t.dtype.name}")
         if attrs["divisor_override"] == 0:
-            raise self.error(AttributeError_, "divisor must be not zero")
+            raise self.error(OpAttributeError, "divisor must be not zero")
         return (TensorType(self.infer_shape(types, attrs), t.dtype),)
 
     def reference(self, arrays, attrs):
@@ -589,11 +589,11 @@ class Pad(Op):
         count = int(np.prod(shape)) if shape else 1
         if count == 0:
             return (ctx.zeros(shape, g.dtype, g),)
-        numbers = G.on(ctx.apply_op("tp.constant", value=np.arange(count, dtype=np.int64).reshape(shape)), g)
+        numbers = _grad.on(ctx.apply_op("tp.constant", value=np.arange(count, dtype=np.int64).reshape(shape)), g)
         attrs = dict(ctx.attrs, value=-1.0)
         source = ctx.apply_op("tp.pad", numbers, **attrs).reshape(-1)
         filled = source < 0
-        flat = G.where(ctx, filled, 0.0, g.reshape(-1))
+        flat = _grad.where(ctx, filled, 0.0, g.reshape(-1))
         source = ctx.apply_op("tp.where", filled, ctx.apply_op("tp.full", shape=(), value=0.0, dtype=source.dtype),
                               source)
         zero = ctx.zeros((count,), g.dtype, g)
@@ -604,7 +604,7 @@ class Pad(Op):
         t = types[0]
         low, high, mode = attrs["low"], attrs["high"], attrs["mode"]
         if len(low) != t.rank or len(high) != t.rank:
-            raise self.error(AttributeError_, f"'low' and 'high' need one entry per dim ({t.rank}), "
+            raise self.error(OpAttributeError, f"'low' and 'high' need one entry per dim ({t.rank}), "
                                               f"got low={list(low)} and high={list(high)}")
         if mode in ("reflect", "replicate") and t.dtype.is_bool:
             raise self.error(DTypeError, f"{mode} padding is not implemented for dtype bool")

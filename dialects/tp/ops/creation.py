@@ -8,7 +8,7 @@ from .._lazy import lazy
 
 from .. import dtypes as dt
 from .. import symbolic as sym
-from ..errors import AttributeError_, ShapeError
+from ..errors import OpAttributeError, ShapeError
 from ..registry import Attr, AttrKind, Op, register
 from ..types import TensorType, type_of_array
 
@@ -32,7 +32,7 @@ class Constant(Creation):
         try:
             return (type_of_array(attrs["value"]),)
         except TypeError as exc:
-            raise self.error(AttributeError_, str(exc)) from None
+            raise self.error(OpAttributeError, str(exc)) from None
 
     def reference(self, arrays, attrs):
         return attrs["value"].copy()
@@ -92,17 +92,17 @@ class Arange(Creation):
         start, end, step = attrs["start"], attrs["end"], attrs["step"]
         if any(sym.is_symbolic(v) for v in (start, end, step)):
             if sym.eq(step, 0, "arange step"):
-                raise self.error(AttributeError_, "step must be nonzero")
+                raise self.error(OpAttributeError, "step must be nonzero")
             a, b, c = (sympy.Rational(v) if not sym.is_symbolic(v) else v for v in (start, end, step))
             backwards = sympy.Lt((b - a) * c, 0)
             if sym.decide(backwards, "arange bounds") and sym.ne(end, start, "arange bounds"):
-                raise self.error(AttributeError_, f"upper bound and larger bound inconsistent with step "
+                raise self.error(OpAttributeError, f"upper bound and larger bound inconsistent with step "
                                                   f"sign (start={start}, end={end}, step={step})")
             return (TensorType((arange_length(start, end, step),), attrs["dtype"]),)
         if step == 0:
-            raise self.error(AttributeError_, "step must be nonzero")
+            raise self.error(OpAttributeError, "step must be nonzero")
         if (end - start) * step < 0 and end != start:
-            raise self.error(AttributeError_, f"upper bound and larger bound inconsistent with step "
+            raise self.error(OpAttributeError, f"upper bound and larger bound inconsistent with step "
                                               f"sign (start={start:g}, end={end:g}, step={step:g})")
         return (TensorType((arange_length(start, end, step),), attrs["dtype"]),)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..errors import DTypeError, OpError
-from . import _grad as G
+from . import _grad
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes
 from ..types import TensorType, type_of_array
@@ -338,7 +338,7 @@ class FloorDiv(BinaryArith):
     """Division rounded toward negative infinity (``lhs // rhs``)."""
 
     name = "tp.floor_div"
-    vjp = G.zero_vjp  # (as PyTorch's div(rounding_mode=))
+    vjp = _grad.zero_vjp  # (as PyTorch's div(rounding_mode=))
     allow_bool = False
 
     def compute(self, a, b):
@@ -351,7 +351,7 @@ class TruncDiv(BinaryArith):
     """Division rounded toward zero (``div(..., rounding_mode='trunc')``)."""
 
     name = "tp.trunc_div"
-    vjp = G.zero_vjp  # (as PyTorch's div(rounding_mode=))
+    vjp = _grad.zero_vjp  # (as PyTorch's div(rounding_mode=))
     allow_bool = False
 
     def compute(self, a, b):
@@ -392,9 +392,9 @@ class Pow(BinaryArith):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         ga = gb = None
         if ctx.needs(0):  # b * a ** (b - 1), 0 where b == 0 (as PyTorch)
-            ga = G.where(ctx, b == 0, 0.0, g * b * a ** (b - 1))
+            ga = _grad.where(ctx, b == 0, 0.0, g * b * a ** (b - 1))
         if ctx.needs(1):  # a ** b * log(a), 0 where a == 0 and b >= 0
-            gb = G.where(ctx, (a == 0) & (b >= 0), 0.0, g * ctx.output() * a.log())
+            gb = _grad.where(ctx, (a == 0) & (b >= 0), 0.0, g * ctx.output() * a.log())
         return ga, gb
 
     def check_dtype(self, promoted):
@@ -415,9 +415,9 @@ class Maximum(BinaryArith):
 
     def vjp(self, ctx: RuleContext, grads):  # ties share the gradient, as PyTorch
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
-        half = G.mask(a == b, g) * 0.5
-        return (g * (G.mask(a > b, g) + half) if ctx.needs(0) else None,
-                g * (G.mask(a < b, g) + half) if ctx.needs(1) else None)
+        half = _grad.mask(a == b, g) * 0.5
+        return (g * (_grad.mask(a > b, g) + half) if ctx.needs(0) else None,
+                g * (_grad.mask(a < b, g) + half) if ctx.needs(1) else None)
 
     def compute(self, a, b):
         return np.maximum(a, b)
@@ -431,9 +431,9 @@ class Minimum(BinaryArith):
 
     def vjp(self, ctx: RuleContext, grads):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
-        half = G.mask(a == b, g) * 0.5
-        return (g * (G.mask(a < b, g) + half) if ctx.needs(0) else None,
-                g * (G.mask(a > b, g) + half) if ctx.needs(1) else None)
+        half = _grad.mask(a == b, g) * 0.5
+        return (g * (_grad.mask(a < b, g) + half) if ctx.needs(0) else None,
+                g * (_grad.mask(a > b, g) + half) if ctx.needs(1) else None)
 
     def compute(self, a, b):
         return np.minimum(a, b)
@@ -467,7 +467,7 @@ class CopySign(BinaryArith):
         g, a, b = grads[0], ctx.input(0), ctx.input(1)
         ga = gb = None
         if ctx.needs(0):  # +-1 (the result over lhs), 0 where lhs is 0, as PyTorch
-            ga = G.where(ctx, a == 0, 0.0, g * (ctx.output() / a))
+            ga = _grad.where(ctx, a == 0, 0.0, g * (ctx.output() / a))
         if ctx.needs(1):  # the sign bit is piecewise constant
             gb = ctx.zeros(tuple(b.shape), g.dtype, g)
         return ga, gb
@@ -679,7 +679,7 @@ class Sign(Unary):
     """Elementwise sign: -1, 0 or 1 (NaN stays NaN)."""
 
     name = "tp.sign"
-    vjp = G.zero_vjp
+    vjp = _grad.zero_vjp
 
     def compute(self, a):
         return a.copy() if a.dtype == np.bool_ else np.sign(a)
@@ -701,7 +701,7 @@ class Rounding(Unary):
     """Rounding is the identity on integer tensors, which keep their dtype."""
 
     allow_bool = False
-    vjp = G.zero_vjp
+    vjp = _grad.zero_vjp
 
 
 @register
@@ -861,7 +861,7 @@ class Relu(Activation):
     name = "tp.relu"
 
     def vjp(self, ctx: RuleContext, grads):
-        return (grads[0] * G.mask(ctx.output() > 0, grads[0]),)
+        return (grads[0] * _grad.mask(ctx.output() > 0, grads[0]),)
 
     def compute(self, a):
         if a.dtype.kind != "f":
@@ -947,7 +947,7 @@ class LeakyRelu(FloatActivation):
 
     def vjp(self, ctx: RuleContext, grads):
         g = grads[0]
-        return (G.where(ctx, ctx.input(0) > 0, g, g * ctx.attrs["negative_slope"]),)
+        return (_grad.where(ctx, ctx.input(0) > 0, g, g * ctx.attrs["negative_slope"]),)
 
     def compute(self, a, negative_slope):
         slope = a.dtype.type(negative_slope)
@@ -971,8 +971,8 @@ class Where(Elementwise):
 
     def vjp(self, ctx: RuleContext, grads):
         g, cond = grads[0], ctx.input(0)
-        return (None, G.where(ctx, cond, g, 0.0) if ctx.needs(1) else None,
-                G.where(ctx, cond, 0.0, g) if ctx.needs(2) else None)
+        return (None, _grad.where(ctx, cond, g, 0.0) if ctx.needs(1) else None,
+                _grad.where(ctx, cond, 0.0, g) if ctx.needs(2) else None)
 
     def common_dtype(self, types):
         return promote_operands(list(types[1:]))
@@ -1006,7 +1006,7 @@ class Clamp(Unary):
             inside = x >= lo
         if hi is not None:
             inside = (x <= hi) if inside is None else inside & (x <= hi)
-        return (G.where(ctx, inside, grads[0], 0.0),)
+        return (_grad.where(ctx, inside, grads[0], 0.0),)
 
     def infer(self, types, attrs):
         if attrs["min"] is None and attrs["max"] is None:

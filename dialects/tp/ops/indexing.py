@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes as dt
 from .. import symbolic as sym
 from ..errors import DimError, DTypeError, OpError, ShapeError
-from . import _grad as G
+from . import _grad
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import broadcast_shapes, format_shape, normalize_dim
 from ..types import Dim, TensorType
@@ -75,7 +75,7 @@ class Gather(Indexing):
             if k == d:
                 coords.append(index)
             else:
-                pos = G.arange(ctx, index.shape[k], index.dtype, g)
+                pos = _grad.arange(ctx, index.shape[k], index.dtype, g)
                 coords.append(pos.reshape([-1 if j == k else 1 for j in range(rank)]).expand(tuple(index.shape)))
         zero = ctx.zeros(shape, g.dtype, g)
         return (ctx.apply_op("tp.index_put", zero, g, *coords, dims=tuple(range(rank)), accumulate=True), None)

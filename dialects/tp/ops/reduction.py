@@ -18,8 +18,8 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import symbolic as sym
-from ..errors import AttributeError_, DimError, DTypeError, ShapeError
-from . import _grad as G
+from ..errors import OpAttributeError, DimError, DTypeError, ShapeError
+from . import _grad
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import format_shape, normalize_dim, same_dim
 from ..types import Dim, TensorType, is_static, type_of_array
@@ -130,8 +130,8 @@ class Sum(Accumulating):
 
     def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]),)
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
+        return (_grad.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]),)
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
         x = _converted(x, out_dtype)
@@ -151,14 +151,14 @@ class Prod(Accumulating):
         # slice, the product of the rest; 0 where the slice has two or more zeros
         x = ctx.input(0)
         shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
         keep = ctx.attrs["keepdim"]
-        g = G.unreduce(grads[0], shape, dims, keep)
-        out = G.unreduce(ctx.output().to(x.dtype), shape, dims, keep)
+        g = _grad.unreduce(grads[0], shape, dims, keep)
+        out = _grad.unreduce(ctx.output().to(x.dtype), shape, dims, keep)
         zero = x == 0
-        rest = ctx.apply_op("tp.prod", G.where(ctx, zero, 1.0, x), dims=dims, keepdim=True) if dims else x
-        zeros = G.mask(zero, x).sum(dim=dims, keepdim=True) if dims else G.mask(zero, x)
-        others = G.where(ctx, zero, G.where(ctx, zeros == 1, rest.expand(shape), 0.0), out / G.where(ctx, zero, 1.0, x))
+        rest = ctx.apply_op("tp.prod", _grad.where(ctx, zero, 1.0, x), dims=dims, keepdim=True) if dims else x
+        zeros = _grad.mask(zero, x).sum(dim=dims, keepdim=True) if dims else _grad.mask(zero, x)
+        others = _grad.where(ctx, zero, _grad.where(ctx, zeros == 1, rest.expand(shape), 0.0), out / _grad.where(ctx, zero, 1.0, x))
         return (g * others,)
 
     def compute(self, x, dims, keepdim, out_dtype, attrs):
@@ -178,8 +178,8 @@ class Mean(Reduction):
 
     def vjp(self, ctx: RuleContext, grads):
         shape, _ = ctx.input_meta[0]
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / G.at_least_one(G.count(shape, dims)),)
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
+        return (_grad.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) / _grad.at_least_one(_grad.count(shape, dims)),)
 
     def result_dtype(self, t, attrs):
         return attrs["dtype"] or t.dtype
@@ -207,11 +207,11 @@ class Extremum(Reduction):
     def vjp(self, ctx: RuleContext, grads):  # shared evenly by the elements equal to the extremum, as PyTorch
         x = ctx.input(0)
         shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
         keep = ctx.attrs["keepdim"]
-        hit = G.mask(x == G.unreduce(ctx.output(), shape, dims, keep), x)
+        hit = _grad.mask(x == _grad.unreduce(ctx.output(), shape, dims, keep), x)
         ties = hit.sum(dim=dims, keepdim=True) if dims else hit
-        return (G.unreduce(grads[0], shape, dims, keep) * hit / ties,)
+        return (_grad.unreduce(grads[0], shape, dims, keep) * hit / ties,)
 
 
 def _check_nonempty(op: Op, t: TensorType, dims: Sequence[int], all_dims: bool) -> None:
@@ -314,8 +314,8 @@ class Var(Reduction):
     def vjp(self, ctx: RuleContext, grads):
         x = ctx.input(0)
         shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
-        n = G.count(shape, dims)
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
+        n = _grad.count(shape, dims)
         centered = x - x.mean(dim=dims, keepdim=True) if dims else x - x
         if isinstance(n, sym.SymInt):  # a symbolic count (one the data decides): the program computes the scale
             dof = ctx.apply_op("tp.full", shape=(), value=n, dtype=x.dtype) - ctx.attrs["correction"]
@@ -323,7 +323,7 @@ class Var(Reduction):
         else:
             n = n - ctx.attrs["correction"]
             scale = 2.0 / n if n != 0 else math.inf  # no degrees of freedom: NaN, as PyTorch's
-        return (G.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) * centered * scale,)
+        return (_grad.unreduce(grads[0], shape, dims, ctx.attrs["keepdim"]) * centered * scale,)
 
     def check(self, t, dims, attrs):
         if not t.dtype.is_floating_point:
@@ -390,9 +390,9 @@ class Logsumexp(Reduction):
     def vjp(self, ctx: RuleContext, grads):
         x = ctx.input(0)
         shape = tuple(x.shape)
-        dims = G.reduced_dims(ctx.attrs["dims"], len(shape))
+        dims = _grad.reduced_dims(ctx.attrs["dims"], len(shape))
         keep = ctx.attrs["keepdim"]
-        return (G.unreduce(grads[0], shape, dims, keep) * (x - G.unreduce(ctx.output(), shape, dims, keep)).exp(),)
+        return (_grad.unreduce(grads[0], shape, dims, keep) * (x - _grad.unreduce(ctx.output(), shape, dims, keep)).exp(),)
 
     def result_dtype(self, t, attrs):
         return _float_result(t)
@@ -492,11 +492,11 @@ class Cumprod(_Accumulation):
         seen = zero.cumsum(d)  # zeros up to and including each position
         before = seen == 0
         first = zero & (seen == 1)
-        after = (seen - G.mask(zero, seen)) >= 1
-        safe = G.where(ctx, before, x, 1.0)
-        part = G.where(ctx, before, rsum(g * out) / safe, 0.0)
-        rest = G.where(ctx, after, x, 1.0).cumprod(d)
-        at_zero = G.where(ctx, first, safe.cumprod(d) * rsum(g * rest), 0.0)
+        after = (seen - _grad.mask(zero, seen)) >= 1
+        safe = _grad.where(ctx, before, x, 1.0)
+        part = _grad.where(ctx, before, rsum(g * out) / safe, 0.0)
+        rest = _grad.where(ctx, after, x, 1.0).cumprod(d)
+        at_zero = _grad.where(ctx, first, safe.cumprod(d) * rsum(g * rest), 0.0)
         return (part + at_zero,)
 
     def compute(self, x, axis):
@@ -526,7 +526,7 @@ class Logcumsumexp(AlongDim):
         log_abs = g.abs().log()
 
         def part(cond):
-            logs = G.where(ctx, cond, log_abs, lowest) - out
+            logs = _grad.where(ctx, cond, log_abs, lowest) - out
             total = ctx.apply_op("tp.logcumsumexp", logs.flip(d), dim=d).flip(d)
             return (total + x).exp()
 
@@ -623,7 +623,7 @@ class LayerNorm(Op):
         x, weight, bias = (list(types) + [None, None])[:3]
         shape = attrs["normalized_shape"]
         if not shape:
-            raise self.error(AttributeError_, "Expected normalized_shape to be at least "
+            raise self.error(OpAttributeError, "Expected normalized_shape to be at least "
                                               "1-dimensional, i.e., containing at least one "
                                               "element, but got normalized_shape = []")
         tail = x.shape[x.rank - len(shape):] if x.rank >= len(shape) else None

@@ -15,11 +15,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from .. import symbolic as sym
-from ..errors import AttributeError_, DimError, DTypeError
+from ..errors import OpAttributeError, DimError, DTypeError
 from ..registry import Attr, AttrKind, Op, Operand, register
 from ..shapes import normalize_dim
 from ..types import TensorType, is_static, type_of_array
-from . import _grad as G
+from . import _grad
 from ._common import upcast
 
 if TYPE_CHECKING:  # (only for the annotations: the dialect imports no frontend module)
@@ -58,7 +58,7 @@ def _scatter_back(ctx: RuleContext, g: Any, index: Any, shape: tuple, dim: int) 
         if k == dim:
             coords.append(index)
         else:
-            pos = G.arange(ctx, index.shape[k], index.dtype, g)
+            pos = _grad.arange(ctx, index.shape[k], index.dtype, g)
             coords.append(pos.reshape([-1 if j == k else 1 for j in range(rank)]).expand(tuple(index.shape)))
     zero = ctx.zeros(shape, g.dtype, g)
     return ctx.apply_op("tp.index_put", zero, g, *coords, dims=tuple(range(rank)), accumulate=True)
@@ -185,7 +185,7 @@ class Kthvalue(Sorting):
         dim = self.along(t, attrs)
         k = attrs["k"]
         if k < 1:
-            raise self.error(AttributeError_, f"k must be at least 1, got {k}")
+            raise self.error(OpAttributeError, f"k must be at least 1, got {k}")
         self.check_k(t, dim, k, f"selected number k out of range for dimension {dim}")
         if not t.rank:
             return (t, TensorType((), dt.int64))

@@ -58,9 +58,9 @@ _log = _logging.get_logger("perf")
 
 def tp_mlir(graph: Graph) -> Any:
     """The graph as a tp MLIR module (graphs it calls become private functions)."""
-    from ...dialects.tp import mlir as M
+    from ...dialects.tp import mlir as tp_emit
 
-    return M.emit([graph])
+    return tp_emit.emit([graph])
 
 
 def lowering_pipeline(t: IreeTarget) -> str:
@@ -75,7 +75,7 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     """Run the backend's lowering pipeline on ``module``; returns the lowered MLIR text (with
     locations, so IREE's diagnostics point at the user's code). For the CPU targets, the code
     assumes only CPU_INPUT_ALIGNMENT of its arguments (:data:`_HOST_RESOURCES`)."""
-    from ...dialects.tp import mlir as M
+    from ...dialects.tp import mlir as tp_emit
     from ...passes import PipelineError, run_pipeline
 
     scope = tracedir.current()
@@ -86,7 +86,7 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
         def after_each(step: str, mod: Any) -> None:
             done[0] += 1
             tracedir.write(scope, f"03-passes/{done[0]:02d}-{step}.mlir",
-                           M.print_module(mod, debuginfo=True))
+                           tp_emit.print_module(mod, debuginfo=True))
 
     start = time.perf_counter()
     try:
@@ -101,7 +101,7 @@ def lower_to_linalg(module: Any, graph_name: str, backend: str) -> str:
     if host_code:
         _declare_alignment(module)
     plan = _donate(module, graph_name, backend)
-    text = M.print_module(module, debuginfo=True)
+    text = tp_emit.print_module(module, debuginfo=True)
     if host_code:
         text = _with_resource_alignment(text)
     if plan is not None:
@@ -150,10 +150,10 @@ def _declare_alignment(module: Any) -> None:
     """Record on each public function of lowered ``module`` the argument alignment its code
     is compiled for (:data:`~tensorplay.runtime.program.ALIGNMENT_KEY` in its reflection,
     which the runtime reads before importing a host array in place)."""
-    from ...dialects import ir as I
+    from ...dialects import ir as mlir_ir
     from ...runtime.program import ALIGNMENT_KEY
 
-    ir = I.ir
+    ir = mlir_ir.ir
     with module.context:
         entry = {ALIGNMENT_KEY: ir.StringAttr.get(str(CPU_INPUT_ALIGNMENT))}
         for op in module.body.operations:
@@ -304,17 +304,17 @@ class _Emitted:
     however many pipelines compile it."""
 
     def __init__(self, graph: Graph, backend: str):
-        from ...dialects.tp import mlir as M
+        from ...dialects.tp import mlir as tp_emit
 
         self._module = tp_mlir(graph)
         self._name, self._backend = graph.name, backend
-        self.key = M.print_module(self._module)
+        self.key = tp_emit.print_module(self._module)
         if TARGETS[backend].target in HOST_CODE_TARGETS:  # (apart from programs compiled for 64)
             self.key += f"\n// arguments aligned to {CPU_INPUT_ALIGNMENT} bytes\n"
         self._text: str | None = None
         scope = tracedir.current()
         if scope is not None:
-            tracedir.write(scope, "02-tp.mlir", M.print_module(self._module, debuginfo=True))
+            tracedir.write(scope, "02-tp.mlir", tp_emit.print_module(self._module, debuginfo=True))
 
     def linalg_text(self) -> str:
         if self._text is None:
@@ -516,12 +516,12 @@ class IreeBackend:
                 name: str) -> Artifact:
         """:func:`build`'s ``export``: the graphs checked, adapted, emitted together and lowered,
         the lowered module made into the compile input by ``link``."""
-        from ...dialects import ir as I
-        from ...dialects.tp import mlir as M
+        from ...dialects import ir as mlir_ir
+        from ...dialects.tp import mlir as tp_emit
 
         prepared = [self.prepare(g) for g in graphs]  # dtype checks; Vulkan's 32-bit boundary
-        with I.context():
-            module = M.emit([p.graph for p in prepared])
+        with mlir_ir.context():
+            module = tp_emit.emit([p.graph for p in prepared])
             lower_to_linalg(module, name, self.name)
             text = link(module, prepared)
         return Artifact(self, text, options, name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -243,7 +243,7 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
-        self.weight = Parameter(C.empty(num_parameters, dtype=dtype, device=device))
+        self.weight = Parameter(creation.empty(num_parameters, dtype=dtype, device=device))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -345,23 +345,23 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         if not self._qkv_same_embed_dim:
-            self.q_proj_weight = Parameter(C.empty((embed_dim, embed_dim), **kw))
-            self.k_proj_weight = Parameter(C.empty((embed_dim, self.kdim), **kw))
-            self.v_proj_weight = Parameter(C.empty((embed_dim, self.vdim), **kw))
+            self.q_proj_weight = Parameter(creation.empty((embed_dim, embed_dim), **kw))
+            self.k_proj_weight = Parameter(creation.empty((embed_dim, self.kdim), **kw))
+            self.v_proj_weight = Parameter(creation.empty((embed_dim, self.vdim), **kw))
             self.register_parameter("in_proj_weight", None)
         else:
-            self.in_proj_weight = Parameter(C.empty((3 * embed_dim, embed_dim), **kw))
+            self.in_proj_weight = Parameter(creation.empty((3 * embed_dim, embed_dim), **kw))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(C.empty(3 * embed_dim, **kw))
+            self.in_proj_bias = Parameter(creation.empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         if add_bias_kv:
-            self.bias_k = Parameter(C.empty((1, 1, embed_dim), **kw))
-            self.bias_v = Parameter(C.empty((1, 1, embed_dim), **kw))
+            self.bias_k = Parameter(creation.empty((1, 1, embed_dim), **kw))
+            self.bias_v = Parameter(creation.empty((1, 1, embed_dim), **kw))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

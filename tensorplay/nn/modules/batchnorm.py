@@ -6,7 +6,7 @@ from typing import Any
 
 from ..._grad_mode import no_grad
 from ...dialects.tp import dtypes as dt
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -32,18 +32,18 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         kw = {"dtype": dtype, "device": device}
         if affine:
-            self.weight = Parameter(C.empty(num_features, **kw))
+            self.weight = Parameter(creation.empty(num_features, **kw))
             if bias:
-                self.bias = Parameter(C.empty(num_features, **kw))
+                self.bias = Parameter(creation.empty(num_features, **kw))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if track_running_stats:
-            self.register_buffer("running_mean", C.zeros(num_features, **kw))
-            self.register_buffer("running_var", C.ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", C.tensor(0, dtype=dt.int64))
+            self.register_buffer("running_mean", creation.zeros(num_features, **kw))
+            self.register_buffer("running_var", creation.ones(num_features, **kw))
+            self.register_buffer("num_batches_tracked", creation.tensor(0, dtype=dt.int64))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -90,9 +90,9 @@ class _ConvNd(Module):
         kw = {"dtype": dtype, "device": device}
         shape = ((in_channels, out_channels // groups) if transposed
                  else (out_channels, in_channels // groups)) + self.kernel_size
-        self.weight = Parameter(C.empty(shape, **kw))
+        self.weight = Parameter(creation.empty(shape, **kw))
         if bias:
-            self.bias = Parameter(C.empty(out_channels, **kw))
+            self.bias = Parameter(creation.empty(out_channels, **kw))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

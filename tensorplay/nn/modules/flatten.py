@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ops import shape as S
+from ...ops import shape
 from .module import Module
 
 __all__ = ["Flatten", "Unflatten"]
@@ -19,7 +19,7 @@ class Flatten(Module):
         self.end_dim = end_dim
 
     def forward(self, input: Any) -> Any:
-        return S.flatten(input, self.start_dim, self.end_dim)
+        return shape.flatten(input, self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -38,7 +38,7 @@ class Unflatten(Module):
             else unflattened_size
 
     def forward(self, input: Any) -> Any:
-        return S.unflatten(input, self.dim, self.unflattened_size)
+        return shape.unflatten(input, self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ...ops import shape as S
+from ...ops import shape as shape_ops
 from .. import functional as F
 from .batchnorm import _BatchNorm
 
@@ -41,11 +41,11 @@ class _InstanceNorm(_BatchNorm):
             warnings.warn(f"input's size at dim={0 if unbatched else 1} does not match "
                           f"num_features. You can silence this warning by not passing in "
                           f"num_features, which is not used because affine=False", stacklevel=2)
-        x = S.unsqueeze(input, 0) if unbatched else input
+        x = shape_ops.unsqueeze(input, 0) if unbatched else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                               self.training or not self.track_running_stats,
                               self.momentum if self.momentum is not None else 0.0, self.eps)
-        return S.squeeze(out, 0) if unbatched else out
+        return shape_ops.squeeze(out, 0) if unbatched else out
 
 
 class InstanceNorm1d(_InstanceNorm):

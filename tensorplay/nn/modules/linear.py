@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -33,9 +33,9 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(C.empty((out_features, in_features), dtype=dtype, device=device))
+        self.weight = Parameter(creation.empty((out_features, in_features), dtype=dtype, device=device))
         if bias:
-            self.bias = Parameter(C.empty(out_features, dtype=dtype, device=device))
+            self.bias = Parameter(creation.empty(out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -68,10 +68,10 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(C.empty((out_features, in1_features, in2_features), dtype=dtype,
+        self.weight = Parameter(creation.empty((out_features, in1_features, in2_features), dtype=dtype,
                                         device=device))
         if bias:
-            self.bias = Parameter(C.empty(out_features, dtype=dtype, device=device))
+            self.bias = Parameter(creation.empty(out_features, dtype=dtype, device=device))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -23,9 +23,9 @@ def _affine_parameters(module: Module, shape: Any, affine: bool, bias: bool, kw:
     """Give a normalization layer its ``weight`` (ones) and ``bias`` (zeros) of ``shape``, or
     register them as None, as PyTorch's layers do."""
     if affine:
-        module.weight = Parameter(C.empty(shape, **kw))
+        module.weight = Parameter(creation.empty(shape, **kw))
         if bias:
-            module.bias = Parameter(C.empty(shape, **kw))
+            module.bias = Parameter(creation.empty(shape, **kw))
         else:
             module.register_parameter("bias", None)
     else:
@@ -101,7 +101,7 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(C.empty(self.normalized_shape, dtype=dtype, device=device))
+            self.weight = Parameter(creation.empty(self.normalized_shape, dtype=dtype, device=device))
         else:
             self.register_parameter("weight", None)
         self.reset_parameters()

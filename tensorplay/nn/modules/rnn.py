@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from ..._tensor import Tensor
-from ...ops import creation as C
-from ...ops import elementwise as E
-from ...ops import indexing as I
-from ...ops import shape as S
+from ...ops import creation
+from ...ops import elementwise
+from ...ops import indexing
+from ...ops import shape as shape_ops
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -41,20 +41,20 @@ Step = Callable[[Tensor, State, tuple], State]
 
 def _rnn_tanh_step(xp: Tensor, state: State, weights: tuple) -> State:
     w_hh, b_hh, _ = weights
-    return (E.tanh(E.add(xp, F.linear(state[0], w_hh, b_hh))),)
+    return (elementwise.tanh(elementwise.add(xp, F.linear(state[0], w_hh, b_hh))),)
 
 
 def _rnn_relu_step(xp: Tensor, state: State, weights: tuple) -> State:
     w_hh, b_hh, _ = weights
-    return (E.relu(E.add(xp, F.linear(state[0], w_hh, b_hh))),)
+    return (elementwise.relu(elementwise.add(xp, F.linear(state[0], w_hh, b_hh))),)
 
 
 def _lstm_step(xp: Tensor, state: State, weights: tuple) -> State:
     w_hh, b_hh, w_hr = weights
     h, c = state
-    i, f, g, o = S.chunk(E.add(xp, F.linear(h, w_hh, b_hh)), 4, -1)
-    c = E.add(E.mul(E.sigmoid(f), c), E.mul(E.sigmoid(i), E.tanh(g)))
-    h = E.mul(E.sigmoid(o), E.tanh(c))
+    i, f, g, o = shape_ops.chunk(elementwise.add(xp, F.linear(h, w_hh, b_hh)), 4, -1)
+    c = elementwise.add(elementwise.mul(elementwise.sigmoid(f), c), elementwise.mul(elementwise.sigmoid(i), elementwise.tanh(g)))
+    h = elementwise.mul(elementwise.sigmoid(o), elementwise.tanh(c))
     if w_hr is not None:
         h = F.linear(h, w_hr)
     return (h, c)
@@ -63,12 +63,12 @@ def _lstm_step(xp: Tensor, state: State, weights: tuple) -> State:
 def _gru_step(xp: Tensor, state: State, weights: tuple) -> State:
     w_hh, b_hh, _ = weights
     h = state[0]
-    x_r, x_z, x_n = S.chunk(xp, 3, -1)
-    h_r, h_z, h_n = S.chunk(F.linear(h, w_hh, b_hh), 3, -1)
-    r = E.sigmoid(E.add(x_r, h_r))
-    z = E.sigmoid(E.add(x_z, h_z))
-    n = E.tanh(E.add(x_n, E.mul(r, h_n)))
-    return (E.add(n, E.mul(z, E.sub(h, n))),)
+    x_r, x_z, x_n = shape_ops.chunk(xp, 3, -1)
+    h_r, h_z, h_n = shape_ops.chunk(F.linear(h, w_hh, b_hh), 3, -1)
+    r = elementwise.sigmoid(elementwise.add(x_r, h_r))
+    z = elementwise.sigmoid(elementwise.add(x_z, h_z))
+    n = elementwise.tanh(elementwise.add(x_n, elementwise.mul(r, h_n)))
+    return (elementwise.add(n, elementwise.mul(z, elementwise.sub(h, n))),)
 
 
 _STEPS: dict[str, Step] = {
@@ -99,24 +99,24 @@ def _run_layer(cell_fn: Step, x_steps: Tensor, h0: State, weights: tuple, revers
         def step(state: State, inputs: tuple) -> tuple[State, Tensor]:
             new = cell_fn(inputs[0], state, weights)
             if masks is not None:
-                new = tuple(E.where(inputs[1], n, s) for n, s in zip(new, state))
+                new = tuple(elementwise.where(inputs[1], n, s) for n, s in zip(new, state))
             return new, new[0]
 
         sequences = (x_steps,) if masks is None else (x_steps, masks)
         state, outputs = scan(step, tuple(h0), sequences, reverse=reverse)
         return outputs, state
-    xs = S.unbind(x_steps, 0)
-    ms = S.unbind(masks, 0) if masks is not None else None
+    xs = shape_ops.unbind(x_steps, 0)
+    ms = shape_ops.unbind(masks, 0) if masks is not None else None
     order = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
     outputs: list[Any] = [None] * len(xs)
     state = h0
     for t in order:
         new = cell_fn(xs[t], state, weights)
         if ms is not None:
-            new = tuple(E.where(ms[t], n, s) for n, s in zip(new, state))
+            new = tuple(elementwise.where(ms[t], n, s) for n, s in zip(new, state))
         state = new
         outputs[t] = state[0]
-    return S.stack(outputs, 0), state
+    return shape_ops.stack(outputs, 0), state
 
 
 def _check_positive_int(value: Any, name: str, where: str) -> None:
@@ -197,7 +197,7 @@ class RNNBase(Module):
                 names = []
                 for stem, shape in shapes:
                     name = stem + suffix
-                    setattr(self, name, Parameter(C.empty(shape, dtype=dtype, device=device)))
+                    setattr(self, name, Parameter(creation.empty(shape, dtype=dtype, device=device)))
                     names.append(name)
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
@@ -240,7 +240,7 @@ class RNNBase(Module):
             raise ValueError(f"{where}: for unbatched 2-D input, {name} should also be 2-D but got "
                              f"{hx.ndim}-D tensor")
         if not batched:
-            hx = S.unsqueeze(hx, 1)
+            hx = shape_ops.unsqueeze(hx, 1)
         if tuple(hx.shape) != shape:
             raise ValueError(f"{where}: expected {name} of size {shape}, got {tuple(hx.shape)}")
         _check_dtype(where, name, hx, dtype)
@@ -256,7 +256,7 @@ class RNNBase(Module):
             sizes = _int_list(batch_sizes, where, "batch_sizes")
             x = _unpack_rows(data, sizes)
             live = np.arange(sizes[0])[None, :] < np.asarray(sizes)[:, None]
-            masks = C.tensor(live[:, :, None], device=C._device_like(data, None))
+            masks = creation.tensor(live[:, :, None], device=creation._device_like(data, None))
             batched = True
         else:
             if not isinstance(input, Tensor):
@@ -267,9 +267,9 @@ class RNNBase(Module):
                                  f"instead")
             batched = input.ndim == 3
             if not batched:
-                x = S.unsqueeze(input, 1)
+                x = shape_ops.unsqueeze(input, 1)
             elif self.batch_first:
-                x = S.transpose(input, 0, 1)
+                x = shape_ops.transpose(input, 0, 1)
             else:
                 x = input
             sorted_indices = unsorted_indices = None
@@ -285,10 +285,10 @@ class RNNBase(Module):
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         h_shape = (self.num_layers * directions, batch, real_hidden)
         c_shape = (self.num_layers * directions, batch, self.hidden_size)
-        device = C._device_like(x, None)
+        device = creation._device_like(x, None)
         if hx is None:
-            h0 = C.zeros(h_shape, dtype=x.dtype, device=device)
-            c0 = C.zeros(c_shape, dtype=x.dtype, device=device) if is_lstm else None
+            h0 = creation.zeros(h_shape, dtype=x.dtype, device=device)
+            c0 = creation.zeros(c_shape, dtype=x.dtype, device=device) if is_lstm else None
         else:
             if is_lstm:
                 if not isinstance(hx, (tuple, list)) or len(hx) != 2:
@@ -300,11 +300,11 @@ class RNNBase(Module):
                 h0 = self._check_hidden(hx, "hx", h_shape, batched, dtype)
                 c0 = None
             if sorted_indices is not None:
-                h0 = I.index_select(h0, 1, sorted_indices)
-                c0 = I.index_select(c0, 1, sorted_indices) if c0 is not None else None
+                h0 = indexing.index_select(h0, 1, sorted_indices)
+                c0 = indexing.index_select(c0, 1, sorted_indices) if c0 is not None else None
         step = _STEPS[self.mode]
-        h_init = S.unbind(h0, 0)
-        c_init = S.unbind(c0, 0) if c0 is not None else None
+        h_init = shape_ops.unbind(h0, 0)
+        c_init = shape_ops.unbind(c0, 0) if c0 is not None else None
         h_n: list[Tensor] = []
         c_n: list[Tensor] = []
         layer_input = x
@@ -321,24 +321,24 @@ class RNNBase(Module):
                 h_n.append(state[0])
                 if is_lstm:
                     c_n.append(state[1])
-            layer_input = outs[0] if directions == 1 else S.cat(outs, 2)
+            layer_input = outs[0] if directions == 1 else shape_ops.cat(outs, 2)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_input = F.dropout(layer_input, self.dropout, True)
         output = layer_input
-        hidden: Any = S.stack(h_n, 0)
-        cell = S.stack(c_n, 0) if is_lstm else None
+        hidden: Any = shape_ops.stack(h_n, 0)
+        cell = shape_ops.stack(c_n, 0) if is_lstm else None
         if packed:
             output = PackedSequence(_pack_rows(output, sizes), batch_sizes, sorted_indices,
                                     unsorted_indices)
             if unsorted_indices is not None:
-                hidden = I.index_select(hidden, 1, unsorted_indices)
-                cell = I.index_select(cell, 1, unsorted_indices) if cell is not None else None
+                hidden = indexing.index_select(hidden, 1, unsorted_indices)
+                cell = indexing.index_select(cell, 1, unsorted_indices) if cell is not None else None
         elif not batched:
-            output = S.squeeze(output, 1)
-            hidden = S.squeeze(hidden, 1)
-            cell = S.squeeze(cell, 1) if cell is not None else None
+            output = shape_ops.squeeze(output, 1)
+            hidden = shape_ops.squeeze(hidden, 1)
+            cell = shape_ops.squeeze(cell, 1) if cell is not None else None
         elif self.batch_first:
-            output = S.transpose(output, 0, 1)
+            output = shape_ops.transpose(output, 0, 1)
         return output, ((hidden, cell) if is_lstm else hidden)
 
     def extra_repr(self) -> str:
@@ -419,11 +419,11 @@ class RNNCellBase(Module):
         self.hidden_size = int(hidden_size)
         self.bias = bool(bias)
         gates = num_chunks * hidden_size
-        self.weight_ih = Parameter(C.empty((gates, input_size), dtype=dtype, device=device))
-        self.weight_hh = Parameter(C.empty((gates, hidden_size), dtype=dtype, device=device))
+        self.weight_ih = Parameter(creation.empty((gates, input_size), dtype=dtype, device=device))
+        self.weight_hh = Parameter(creation.empty((gates, hidden_size), dtype=dtype, device=device))
         if bias:
-            self.bias_ih = Parameter(C.empty(gates, dtype=dtype, device=device))
-            self.bias_hh = Parameter(C.empty(gates, dtype=dtype, device=device))
+            self.bias_ih = Parameter(creation.empty(gates, dtype=dtype, device=device))
+            self.bias_hh = Parameter(creation.empty(gates, dtype=dtype, device=device))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
@@ -451,7 +451,7 @@ class RNNCellBase(Module):
         if input.ndim not in (1, 2):
             raise ValueError(f"{where}: Expected input to be 1D or 2D, got {input.ndim}D instead")
         batched = input.ndim == 2
-        x = input if batched else S.unsqueeze(input, 0)
+        x = input if batched else shape_ops.unsqueeze(input, 0)
         if x.shape[1] != self.input_size:
             raise ValueError(f"{where}: input has inconsistent input_size: got {x.shape[1]} "
                              f"expected {self.input_size}")
@@ -460,7 +460,7 @@ class RNNCellBase(Module):
         n = 2 if self._mode == "LSTM" else 1
         shape = (x.shape[0], self.hidden_size)
         if states is None:
-            state = tuple(C.zeros(shape, dtype=x.dtype, device=C._device_like(x, None))
+            state = tuple(creation.zeros(shape, dtype=x.dtype, device=creation._device_like(x, None))
                           for _ in range(n))
         else:
             state = []
@@ -471,7 +471,7 @@ class RNNCellBase(Module):
                 if s.ndim != input.ndim:
                     raise ValueError(f"{where}: Expected {name} to be {input.ndim}D like the "
                                      f"input, got {s.ndim}D instead")
-                s = s if batched else S.unsqueeze(s, 0)
+                s = s if batched else shape_ops.unsqueeze(s, 0)
                 if tuple(s.shape) != shape:
                     raise ValueError(f"{where}: expected {name} of size {shape}, got "
                                      f"{tuple(s.shape)}")
@@ -480,7 +480,7 @@ class RNNCellBase(Module):
             state = tuple(state)
         new = _STEPS[self._mode](F.linear(x, self.weight_ih, self.bias_ih), state,
                                  (self.weight_hh, self.bias_hh, None))
-        return new if batched else tuple(S.squeeze(s, 0) for s in new)
+        return new if batched else tuple(shape_ops.squeeze(s, 0) for s in new)
 
 
 class RNNCell(RNNCellBase):

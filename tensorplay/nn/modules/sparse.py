@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._grad_mode import no_grad
-from ...ops import creation as C
+from ...ops import creation
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -38,7 +38,7 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(C.empty((num_embeddings, embedding_dim), dtype=dtype,
+            self.weight = Parameter(creation.empty((num_embeddings, embedding_dim), dtype=dtype,
                                             device=device), requires_grad=not _freeze)
             self.reset_parameters()
         else:
@@ -109,7 +109,7 @@ class EmbeddingBag(Module):
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
-            self.weight = Parameter(C.empty((num_embeddings, embedding_dim), dtype=dtype,
+            self.weight = Parameter(creation.empty((num_embeddings, embedding_dim), dtype=dtype,
                                             device=device))
             self.reset_parameters()
         else:

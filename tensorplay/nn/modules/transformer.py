@@ -12,11 +12,11 @@ from typing import Any, Callable
 from ..._grad_mode import is_grad_enabled
 from ...dialects.tp import dtypes as dt
 from ...dialects.tp.errors import ShapeError
-from ...ops import creation as C
-from ...ops import elementwise as E
-from ...ops import indexing as I
-from ...ops import reduction as R
-from ...ops import shape as S
+from ...ops import creation
+from ...ops import elementwise
+from ...ops import indexing
+from ...ops import reduction
+from ...ops import shape as shape_ops
 from .. import functional as F
 from .. import init
 from .activation import GELU, MultiheadAttention, ReLU
@@ -34,7 +34,7 @@ __all__ = [
 
 def _generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = None) -> Any:
     """A float (sz, sz) causal mask: 0 on and below the diagonal, -inf above it."""
-    return I.triu(C.full((sz, sz), -math.inf, dtype=dtype, device=device), 1)
+    return indexing.triu(creation.full((sz, sz), -math.inf, dtype=dtype, device=device), 1)
 
 
 def _get_clones(module: Module, n: int) -> ModuleList:
@@ -115,11 +115,11 @@ class TransformerEncoderLayer(Module):
                 is_causal: bool = False) -> Any:
         x = src
         if self.norm_first:
-            x = E.add(x, self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal))
-            x = E.add(x, self._ff_block(self.norm2(x)))
+            x = elementwise.add(x, self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal))
+            x = elementwise.add(x, self._ff_block(self.norm2(x)))
         else:
-            x = self.norm1(E.add(x, self._sa_block(x, src_mask, src_key_padding_mask, is_causal)))
-            x = self.norm2(E.add(x, self._ff_block(x)))
+            x = self.norm1(elementwise.add(x, self._sa_block(x, src_mask, src_key_padding_mask, is_causal)))
+            x = self.norm2(elementwise.add(x, self._ff_block(x)))
         return x
 
     def _sa_block(self, x: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
@@ -164,15 +164,15 @@ class TransformerDecoderLayer(Module):
                 tgt_is_causal: bool = False, memory_is_causal: bool = False) -> Any:
         x = tgt
         if self.norm_first:
-            x = E.add(x, self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal))
-            x = E.add(x, self._mha_block(self.norm2(x), memory, memory_mask,
+            x = elementwise.add(x, self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = elementwise.add(x, self._mha_block(self.norm2(x), memory, memory_mask,
                                          memory_key_padding_mask, memory_is_causal))
-            x = E.add(x, self._ff_block(self.norm3(x)))
+            x = elementwise.add(x, self._ff_block(self.norm3(x)))
         else:
-            x = self.norm1(E.add(x, self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal)))
-            x = self.norm2(E.add(x, self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+            x = self.norm1(elementwise.add(x, self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal)))
+            x = self.norm2(elementwise.add(x, self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
                                                     memory_is_causal)))
-            x = self.norm3(E.add(x, self._ff_block(x)))
+            x = self.norm3(elementwise.add(x, self._ff_block(x)))
         return x
 
     def _sa_block(self, x: Any, attn_mask: Any, key_padding_mask: Any, is_causal: bool) -> Any:
@@ -234,14 +234,14 @@ class TransformerEncoder(Module):
         return not (is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in layer_tensors))
 
     def _zero_padding(self, output: Any, padding: Any) -> Any:
-        pad = padding if padding.dtype is dt.bool_ else E.ne(padding, 0)
+        pad = padding if padding.dtype is dt.bool_ else elementwise.ne(padding, 0)
         if self.mask_check and pad.shape[1] > 1:  # padding only at the end of each row
-            kept = E.logical_not(pad)
-            aligned = E.logical_not(R.any(E.logical_and(
-                S.narrow(kept, 1, 1, kept.shape[1] - 1),
-                E.logical_not(S.narrow(kept, 1, 0, kept.shape[1] - 1)))))
-            pad = E.logical_and(pad, aligned)
-        return I.masked_fill(output, S.unsqueeze(pad, -1), 0.0)
+            kept = elementwise.logical_not(pad)
+            aligned = elementwise.logical_not(reduction.any(elementwise.logical_and(
+                shape_ops.narrow(kept, 1, 1, kept.shape[1] - 1),
+                elementwise.logical_not(shape_ops.narrow(kept, 1, 0, kept.shape[1] - 1)))))
+            pad = elementwise.logical_and(pad, aligned)
+        return indexing.masked_fill(output, shape_ops.unsqueeze(pad, -1), 0.0)
 
 
 class TransformerDecoder(Module):

@@ -18,9 +18,9 @@ import numpy as np
 
 from ..._tensor import Tensor
 from ...dialects.tp import dtypes as dt
-from ...ops import creation as C
-from ...ops import indexing as I
-from ...ops import shape as S
+from ...ops import creation
+from ...ops import indexing
+from ...ops import shape as shape_ops
 
 __all__ = [
     "PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_packed_sequence",
@@ -44,7 +44,7 @@ def _int_list(values: Any, where: str, name: str) -> list[int]:
 
 
 def _index(values: Sequence[int], device: Any = None) -> Tensor:
-    return C.tensor(np.asarray(values, dtype=np.int64), dtype=dt.int64, device=device)
+    return creation.tensor(np.asarray(values, dtype=np.int64), dtype=dt.int64, device=device)
 
 
 def invert_permutation(permutation: Tensor | None) -> Tensor | None:
@@ -54,7 +54,7 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     perm = np.asarray(_int_list(permutation, "invert_permutation", "permutation"), dtype=np.int64)
     inverse = np.empty_like(perm)
     inverse[perm] = np.arange(perm.size, dtype=np.int64)
-    return _index(inverse, C._device_like(permutation, None))
+    return _index(inverse, creation._device_like(permutation, None))
 
 
 _PackedFields = namedtuple("_PackedFields", ["data", "batch_sizes", "sorted_indices", "unsorted_indices"])
@@ -123,8 +123,8 @@ def _pack_rows(padded: Tensor, batch_sizes: list[int]) -> Tensor:
     """(T, B, *) time-major padded rows, batch sorted by decreasing length -> packed data."""
     steps, batch = padded.shape[0], padded.shape[1]
     rows = [t * batch + b for t in range(len(batch_sizes)) for b in range(batch_sizes[t])]
-    flat = S.reshape(padded, (steps * batch,) + tuple(padded.shape[2:]))
-    return I.index_select(flat, 0, _index(rows, C._device_like(padded, None)))
+    flat = shape_ops.reshape(padded, (steps * batch,) + tuple(padded.shape[2:]))
+    return indexing.index_select(flat, 0, _index(rows, creation._device_like(padded, None)))
 
 
 def _unpack_rows(data: Tensor, batch_sizes: list[int], padding_value: float = 0.0,
@@ -134,15 +134,15 @@ def _unpack_rows(data: Tensor, batch_sizes: list[int], padding_value: float = 0.
     batch = batch_sizes[0] if batch_sizes else 0
     n = data.shape[0]
     feature = tuple(data.shape[1:])
-    pad_row = C.full((1,) + feature, padding_value, dtype=data.dtype, device=C._device_like(data, None))
+    pad_row = creation.full((1,) + feature, padding_value, dtype=data.dtype, device=creation._device_like(data, None))
     rows = np.full((steps, batch), n, dtype=np.int64)  # row n: the padding row appended below
     offset = 0
     for t, size in enumerate(batch_sizes):
         rows[t, :size] = np.arange(offset, offset + size)
         offset += size
-    table = S.cat([data, pad_row], 0)
-    picked = I.index_select(table, 0, _index(rows.reshape(-1), C._device_like(data, None)))
-    return S.reshape(picked, (steps, batch) + feature)
+    table = shape_ops.cat([data, pad_row], 0)
+    picked = indexing.index_select(table, 0, _index(rows.reshape(-1), creation._device_like(data, None)))
+    return shape_ops.reshape(picked, (steps, batch) + feature)
 
 
 def pack_padded_sequence(input: Tensor, lengths: Any, batch_first: bool = False,
@@ -169,15 +169,15 @@ def pack_padded_sequence(input: Tensor, lengths: Any, batch_first: bool = False,
                              "the batch here")
     else:
         order = [int(i) for i in np.argsort(-np.asarray(lens), kind="stable")]
-        sorted_indices = _index(order, C._device_like(input, None))
-        input = I.index_select(input, batch_dim, sorted_indices)
+        sorted_indices = _index(order, creation._device_like(input, None))
+        input = indexing.index_select(input, batch_dim, sorted_indices)
         lens = [lens[i] for i in order]
     steps = input.shape[1 - batch_dim]
     if lens[0] > steps:
         raise ValueError(f"pack_padded_sequence: a length of {lens[0]} is longer than the "
                          f"{steps} steps of input")
     if batch_first:
-        input = S.transpose(input, 0, 1)
+        input = shape_ops.transpose(input, 0, 1)
     sizes = _batch_sizes(lens)
     data = _pack_rows(input, sizes)
     return PackedSequence(data, _index(sizes), sorted_indices, None)
@@ -200,11 +200,11 @@ def pad_packed_sequence(sequence: PackedSequence, batch_first: bool = False,
     out = _unpack_rows(sequence.data, sizes, padding_value, total_length)
     lengths = [sum(1 for s in sizes if s > b) for b in range(sizes[0])]
     if sequence.unsorted_indices is not None:
-        out = I.index_select(out, 1, sequence.unsorted_indices)
+        out = indexing.index_select(out, 1, sequence.unsorted_indices)
         order = _int_list(sequence.unsorted_indices, "pad_packed_sequence", "unsorted_indices")
         lengths = [lengths[i] for i in order]
     if batch_first:
-        out = S.transpose(out, 0, 1)
+        out = shape_ops.transpose(out, 0, 1)
     return out, _index(lengths)
 
 
@@ -236,11 +236,11 @@ def pad_sequence(sequences: Any, batch_first: bool = False, padding_value: float
     for s in sequences:
         missing = longest - s.shape[0]
         if missing:
-            fill = C.full((missing,) + trailing, padding_value, dtype=s.dtype,
-                          device=C._device_like(s, None))
-            s = S.cat([s, fill] if padding_side == "right" else [fill, s], 0)
+            fill = creation.full((missing,) + trailing, padding_value, dtype=s.dtype,
+                          device=creation._device_like(s, None))
+            s = shape_ops.cat([s, fill] if padding_side == "right" else [fill, s], 0)
         padded.append(s)
-    return S.stack(padded, 0 if batch_first else 1)
+    return shape_ops.stack(padded, 0 if batch_first else 1)
 
 
 def unpad_sequence(padded_sequences: Tensor, lengths: Any,
@@ -249,7 +249,7 @@ def unpad_sequence(padded_sequences: Tensor, lengths: Any,
     its first ``lengths[b]`` steps."""
     lens = _int_list(lengths, "unpad_sequence", "lengths")
     if not batch_first:
-        padded_sequences = S.transpose(padded_sequences, 0, 1)
+        padded_sequences = shape_ops.transpose(padded_sequences, 0, 1)
     if len(lens) != padded_sequences.shape[0]:
         raise ValueError(f"unpad_sequence: got {len(lens)} lengths for a batch of "
                          f"{padded_sequences.shape[0]}")
