@@ -81,7 +81,7 @@ class CaptureHandler(Protocol):
     def run_eagerly(self, fn: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any],
                     reason: str) -> Any:
         """Break the graph (``reason``), run ``fn`` eagerly and return its results."""
-        raise NotImplementedError(f"{type(self).__name__} does not run Python eagerly")
+        raise RuntimeError(f"{type(self).__name__} does not run Python eagerly")
 
     def run_after_program(self, fn: Callable[..., Any], args: Sequence[Any], reason: str) -> Any:
         """Python that changes only state the program reads afresh (a schedule's ``step()``)."""
@@ -89,19 +89,19 @@ class CaptureHandler(Protocol):
 
     def graph_break(self, reason: str, loc: Any = None) -> None:
         """Split the graph here (or raise where it must stay whole)."""
-        raise NotImplementedError(f"{type(self).__name__} does not break graphs")
+        raise RuntimeError(f"{type(self).__name__} does not break graphs")
 
     def eagerly(self) -> AbstractContextManager[None]:
         """A block that runs eagerly inside the capture: no op recorded, no capture current."""
-        raise NotImplementedError(f"{type(self).__name__} does not run Python eagerly")
+        raise RuntimeError(f"{type(self).__name__} does not run Python eagerly")
 
     def add_guard(self, description: str, check: Callable[[], bool]) -> None:
         """A condition the captured program relies on."""
-        raise NotImplementedError(f"{type(self).__name__} keeps no guards")
+        raise RuntimeError(f"{type(self).__name__} keeps no guards")
 
     def input_from(self, getter: Callable[[], Any], what: str, dtype: Any = None, scheduled: bool = False) -> Any:
         """A graph input that later calls read through ``getter``."""
-        raise NotImplementedError(f"{type(self).__name__} takes no inputs from Python state")
+        raise RuntimeError(f"{type(self).__name__} takes no inputs from Python state")
 
 
 class _NoCapture(CaptureHandler):
