@@ -383,13 +383,15 @@ def _stale(path: Path, why: str, *, quiet: bool = False) -> None:
     _unlink(path)
 
 
-def load_entry(key: str) -> bytes | None:
+def load_entry(key: str, *, folder_checked: bool = False) -> bytes | None:
     """The cached payload of ``key``, or None when absent, corrupt or stale (those are
     deleted): the header must match the payload and the record must name ``key`` and the
-    IREE compiler and tensorplay versions of this process."""
+    IREE compiler and tensorplay versions of this process. ``folder_checked``: the caller
+    has just found the folder usable (:func:`get_or_compile`), so its owners and modes are
+    not walked again."""
     path = _entry_path(key)
     try:
-        if not path.parent.is_dir() or not _usable(path.parent, create=False):
+        if not path.parent.is_dir() or not (folder_checked or _usable(path.parent, create=False)):
             return None
         data = _read_trusted(path)
         if data is None:
@@ -441,14 +443,16 @@ def _write_all(f: Any, data: bytes) -> None:
     f.write(data)
 
 
-def store_entry(key: str, payload: bytes, *, backend: str | None = None) -> Path | None:
+def store_entry(key: str, payload: bytes, *, backend: str | None = None,
+                folder_checked: bool = False) -> Path | None:
     """Write an entry atomically; returns its path, or None when the folder cannot be written
-    (read-only, not a folder, full: warned once per folder; the temporary file is removed)."""
+    (read-only, not a folder, full: warned once per folder; the temporary file is removed).
+    ``folder_checked`` as for :func:`load_entry`."""
     folder = cache_dir()
     tmp: str | None = None
     record = json.dumps(_record(key, backend), sort_keys=True).encode()
     try:
-        if not _usable(folder, create=True):
+        if not folder_checked and not _usable(folder, create=True):
             return None
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp", dir=folder)  # (mode 0600)
         _share(fd, folder)
@@ -523,11 +527,14 @@ def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str, back
     """The cached artifact of ``key``, or ``compile_fn()`` stored under it. ``what`` names
     the graph and backend in the perf log; ``backend`` is recorded in the entry (a cache
     bundle lists the backends of its entries)."""
-    if not cache_enabled() or not _usable_for_compiles():
+    if not cache_enabled():
+        return _timed_compile(compile_fn, what)
+    checked = _usable_for_compiles()
+    if checked is False:
         return _timed_compile(compile_fn, what)
     with _KeyLock(key):
         start = time.perf_counter()
-        payload = load_entry(key)
+        payload = load_entry(key, folder_checked=checked is True)
         if payload is not None:
             _count("hits")
             _log.info("cache hit: %s (%s, %d bytes, %.1f ms)", what, key[:12], len(payload),
@@ -539,19 +546,20 @@ def get_or_compile(key: str, compile_fn: Callable[[], bytes], *, what: str, back
         _count("misses")
         _log.info("cache miss: %s (%s)", what, key[:12])
         payload = _timed_compile(compile_fn, what)
-        if store_entry(key, payload, backend=backend) is not None:
+        if store_entry(key, payload, backend=backend, folder_checked=checked is True) is not None:
             note_used(key)
         tracedir.note(tracedir.current(), "artifact_cache", {"what": what, "key": key[:16], "hit": False})
         return payload
 
 
-def _usable_for_compiles() -> bool:
-    """Whether the cache folder may be used (created private if missing). A folder that
-    cannot be created is left to :func:`store_entry` to warn about."""
+def _usable_for_compiles() -> bool | None:
+    """Whether the cache folder may be used (created private if missing): True or False once
+    checked; None when it cannot be created, which :func:`store_entry` checks again and warns
+    about."""
     try:
         return _usable(cache_dir(), create=True)
     except OSError:
-        return True
+        return None
 
 
 def _timed_compile(compile_fn: Callable[[], bytes], what: str) -> bytes:
